@@ -1,0 +1,94 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/buffer_manager.h"
+#include "backend/device_select.h"
+#include "backend/settings.h"
+
+// One OpenCL device: its context and in-order queue, its buffers, its program cache and kernel
+// launches. This header is free of OpenCL types; the OpenCL C++ bindings stay in backend/*.cpp.
+namespace lazycl::backend {
+
+struct DeviceInfo {
+  std::string platform_name;
+  std::string platform_version;
+  std::string device_name;
+  std::string vendor;
+  std::string driver_version;
+  std::string opencl_c_version;
+  DeviceType type = DeviceType::kOther;
+  int compute_units = 0;
+  int64_t global_mem_bytes = 0;
+  int64_t max_alloc_bytes = 0;
+  int64_t max_param_bytes = 0;  // CL_DEVICE_MAX_PARAMETER_SIZE (1024 on PoCL)
+  int64_t max_work_group_size = 0;
+  int64_t local_mem_bytes = 0;
+  bool fp64 = false;
+};
+
+// One argument of a kernel launch.
+struct KernelArg {
+  enum class Kind { kBuffer, kInt32, kInt64, kFloat32 };
+  Kind kind = Kind::kInt32;
+  BufferId buffer = 0;
+  bool written = false;  // for buffers: the kernel writes it (storage is obtained first)
+  int64_t i = 0;
+  float f = 0;
+
+  static KernelArg Read(BufferId id) { return {Kind::kBuffer, id, false, 0, 0}; }
+  static KernelArg Write(BufferId id) { return {Kind::kBuffer, id, true, 0, 0}; }
+  static KernelArg Int32(int32_t v) { return {Kind::kInt32, 0, false, v, 0}; }
+  static KernelArg Int64(int64_t v) { return {Kind::kInt64, 0, false, v, 0}; }
+  static KernelArg Float32(float v) { return {Kind::kFloat32, 0, false, 0, v}; }
+};
+
+// A compiled kernel, owned by its Device's program cache; valid as long as the Device.
+class Kernel;
+
+class Device {
+ public:
+  // Lists every OpenCL platform and device. No platform at all is NotFound (with a hint about
+  // installing an ICD such as pocl-opencl-icd).
+  static absl::StatusOr<std::vector<PlatformDesc>> Enumerate();
+
+  // Opens candidate `index` of SelectDevices(Enumerate(), settings): a context and an in-order
+  // queue with profiling enabled, a buffer manager honouring settings.device_memory_limit, and
+  // a program cache on settings.kernel_cache_dir.
+  static absl::StatusOr<std::unique_ptr<Device>> Open(const Settings& settings, int index = 0);
+
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceInfo& info() const;
+  BufferManager& buffers();
+
+  // Builds `source` with `options` (or finds it in the memory or disk cache) and returns its
+  // kernel `name`. A build failure is InvalidArgument carrying the build log and the source.
+  absl::StatusOr<const Kernel*> GetKernel(std::string_view source, std::string_view options,
+                                          std::string_view name);
+
+  // Enqueues one launch without waiting. `local` empty lets the runtime choose; otherwise each
+  // global size must be a multiple of its local size. Written buffers get storage first; read
+  // buffers must hold data (FailedPrecondition naming the buffer otherwise).
+  absl::Status Launch(const Kernel* kernel, std::span<const KernelArg> args,
+                      std::span<const size_t> global, std::span<const size_t> local = {});
+
+  // Waits for everything enqueued.
+  absl::Status Finish();
+
+ private:
+  struct Impl;
+  explicit Device(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lazycl::backend

@@ -1,0 +1,20 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+// The library side of lazycl::metrics (public API in <lazycl/metrics.h>). Counters are created
+// on first use and live for the whole process, so a reference to one may be cached in a static.
+namespace lazycl::backend::metrics {
+
+std::atomic<int64_t>& Counter(std::string_view name);
+void Add(std::string_view name, int64_t delta);
+
+// Records one sample of a timer, e.g. "TransferToDeviceTime", in nanoseconds.
+void RecordTime(std::string_view name, int64_t nanos);
+
+// DeviceLiveBytes changes by `delta`; DevicePeakBytes follows the maximum.
+void AddLiveBytes(int64_t delta);
+
+}  // namespace lazycl::backend::metrics

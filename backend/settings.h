@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace lazycl::backend {
+
+enum class DeviceType { kGpu, kCpu, kAccelerator, kOther };
+// LAZYCL_DEVICE_TYPE: kDefault prefers a GPU and otherwise takes anything.
+enum class DeviceTypeFilter { kDefault, kGpu, kCpu, kAccelerator, kAll };
+enum class TransferGuard { kAllow, kLog, kDisallow };
+// LAZYCL_CODEGEN: which kernel strategies to emit; kAuto follows the device type.
+enum class CodegenStrategy { kAuto, kCpu, kGpu };
+
+// Every LAZYCL_* environment variable, parsed once into one struct (README has the table).
+// Components take the Settings they need by value, so tests can build their own.
+struct Settings {
+  std::string platform;  // LAZYCL_PLATFORM: index or case-insensitive substring; "" = any
+  std::string device;    // LAZYCL_DEVICE: index or case-insensitive substring; "" = first
+  DeviceTypeFilter device_type = DeviceTypeFilter::kDefault;  // LAZYCL_DEVICE_TYPE
+  std::string kernel_cache_dir;  // LAZYCL_KERNEL_CACHE_DIR, resolved; "" = disk cache off
+  int debug = 0;                 // LAZYCL_DEBUG: 0..3
+  std::string dump_dir;          // LAZYCL_DUMP_DIR: "" = no dumps
+  TransferGuard transfer_guard = TransferGuard::kAllow;  // LAZYCL_TRANSFER_GUARD
+  int64_t device_memory_limit = 0;  // LAZYCL_DEVICE_MEMORY_LIMIT in bytes (K/M/G suffix); 0 = none
+  CodegenStrategy codegen = CodegenStrategy::kAuto;  // LAZYCL_CODEGEN: auto, cpu or gpu
+};
+
+// Looks up one environment variable; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
+
+// Parses the LAZYCL_* variables. A malformed value is InvalidArgument naming the variable, the
+// value and what was expected. HOME and XDG_CACHE_HOME are read to resolve the default cache.
+absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup);
+
+// The process's settings, read from the real environment on first use and never again.
+const absl::StatusOr<Settings>& ProcessSettings();
+
+std::string_view DeviceTypeName(DeviceType type);
+
+}  // namespace lazycl::backend
