@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "lazycl/device.h"
+#include "lazycl/dtype.h"
+#include "lazycl/tensor.h"
+
+// Tensor factories. Without an explicit device they follow the current environment (env.h):
+// outside any EnvGuard they make host tensors.
+namespace lazycl {
+
+Tensor tensor(std::vector<float> data, std::vector<int64_t> shape, std::optional<Device> = {});
+Tensor tensor(std::vector<int32_t> data, std::vector<int64_t> shape, std::optional<Device> = {});
+Tensor tensor(std::vector<int64_t> data, std::vector<int64_t> shape, std::optional<Device> = {});
+// A bool tensor from bytes (0 false, anything else true).
+Tensor tensor_bool(std::vector<uint8_t> data, std::vector<int64_t> shape,
+                   std::optional<Device> = {});
+
+Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::f32, std::optional<Device> = {});
+Tensor ones(std::vector<int64_t> shape, DType dtype = DType::f32, std::optional<Device> = {});
+Tensor full(std::vector<int64_t> shape, double value, DType dtype = DType::f32,
+            std::optional<Device> = {});
+// 0, 1, ..., n-1.
+Tensor arange(int64_t n, DType dtype = DType::f32, std::optional<Device> = {});
+// Standard normal values from a counter-based generator: the same seed gives the same values
+// on every device.
+Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dtype = DType::f32,
+             std::optional<Device> = {});
+// Uniform values in [low, high).
+Tensor rand(std::vector<int64_t> shape, uint64_t seed, double low = 0, double high = 1,
+            DType dtype = DType::f32, std::optional<Device> = {});
+
+// A tensor with a shape, a dtype and a device but no data (SPEC, "Placeholders").
+Tensor placeholder(std::vector<int64_t> shape, DType dtype, Device device,
+                   bool requires_grad = false);
+
+}  // namespace lazycl

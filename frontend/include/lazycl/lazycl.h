@@ -1,0 +1,11 @@
+#pragma once
+
+// The umbrella header of lazycl.
+#include "lazycl/device.h"
+#include "lazycl/dtype.h"
+#include "lazycl/env.h"
+#include "lazycl/error.h"
+#include "lazycl/factories.h"
+#include "lazycl/metrics.h"
+#include "lazycl/ops.h"
+#include "lazycl/tensor.h"

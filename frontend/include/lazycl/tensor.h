@@ -1,0 +1,70 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lazycl/device.h"
+#include "lazycl/dtype.h"
+
+namespace lazycl {
+
+struct TensorImpl;  // frontend/tensor_impl.h
+
+// A handle to a value: a shape, a dtype, a device and either data or a recorded computation.
+// Copies share the value (like torch.Tensor). Device tensors are lazy: ops record IR and
+// nothing runs until sync(), to_vector(), item() or to(Device::host()) needs a result.
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: any use but defined() is an Error
+  explicit Tensor(std::shared_ptr<TensorImpl> impl);
+
+  bool defined() const { return impl_ != nullptr; }
+  std::vector<int64_t> shape() const;
+  int64_t dim() const;
+  int64_t size(int64_t dim) const;  // negative dims count from the end
+  DType dtype() const;
+  Device device() const;
+  int64_t numel() const;
+  bool is_placeholder() const;
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool requires_grad = true);
+
+  // Host <-> device copy (counted). to(own device) returns the same tensor.
+  Tensor to(Device device) const;
+
+  // Runs pending work and reads the data back (a counted transfer for device tensors). T must
+  // match the dtype exactly: float for f32, int32_t, int64_t, and uint8_t for bool.
+  template <class T>
+  std::vector<T> to_vector() const;
+  // The single element of a one-element tensor.
+  template <class T>
+  T item() const;
+
+  // Autograd: the gradient accumulated by backward(), undefined until then.
+  Tensor grad() const;
+  void backward() const;
+
+  // "Tensor(f32[2,3], cl:0, lazy)"
+  std::string str() const;
+
+  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+extern template std::vector<float> Tensor::to_vector<float>() const;
+extern template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+extern template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+extern template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+extern template float Tensor::item<float>() const;
+extern template int32_t Tensor::item<int32_t>() const;
+extern template int64_t Tensor::item<int64_t>() const;
+extern template uint8_t Tensor::item<uint8_t>() const;
+
+// Runs the pending work of every tensor in `tensors` as one graph, without reading back.
+void sync(const std::vector<Tensor>& tensors);
+
+}  // namespace lazycl

@@ -1,0 +1,339 @@
+#include "frontend/ir.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace lazycl::ir {
+namespace {
+
+constexpr int64_t kPendingSaturation = int64_t{1} << 40;
+
+const char* const kOpNames[] = {
+#define LAZYCL_OP_NAME(name, arity, category) #name,
+    LAZYCL_OPS(LAZYCL_OP_NAME)
+#undef LAZYCL_OP_NAME
+};
+const int kOpArity[] = {
+#define LAZYCL_OP_ARITY(name, arity, category) arity,
+    LAZYCL_OPS(LAZYCL_OP_ARITY)
+#undef LAZYCL_OP_ARITY
+};
+const OpCategory kOpCategory[] = {
+#define LAZYCL_OP_CATEGORY(name, arity, category) OpCategory::category,
+    LAZYCL_OPS(LAZYCL_OP_CATEGORY)
+#undef LAZYCL_OP_CATEGORY
+};
+
+// Fills in the hash and the pending count of a node whose other fields are set. The hash
+// covers op, dtype, shape, args, the Constant value and the operands' hashes; the Constant
+// value is tagged so that an absent value never collides with a present one.
+NodePtr Finish(Node node) {
+  uint64_t h = absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape,
+                            node.args);
+  if (node.op == Op::kConstant) h = absl::HashOf(h, 0x9e3779b97f4a7c15ull, node.value);
+  int64_t pending = IsLeaf(node.op) ? 0 : 1;
+  for (const NodePtr& operand : node.operands) {
+    h = absl::HashOf(h, operand->hash);
+    pending = std::min(kPendingSaturation, pending + operand->pending);
+  }
+  node.hash = h;
+  node.pending = pending;
+  return std::make_shared<const Node>(std::move(node));
+}
+
+absl::Status Invalid(std::string_view op, std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
+}
+
+}  // namespace
+
+const char* OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
+int OpArity(Op op) { return kOpArity[static_cast<int>(op)]; }
+OpCategory Category(Op op) { return kOpCategory[static_cast<int>(op)]; }
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeString(const Shape& shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
+
+std::string NodeString(const Node& node) {
+  std::string s = absl::StrCat(OpName(node.op), " ", dtype_name(node.dtype), ShapeString(node.shape));
+  if (!node.args.empty()) absl::StrAppend(&s, " args=(", absl::StrJoin(node.args, ","), ")");
+  if (node.op == Op::kConstant) absl::StrAppend(&s, " value=", node.value);
+  return s;
+}
+
+NodePtr MakeBuffer(std::shared_ptr<Storage> storage, DType dtype, Shape shape) {
+  Node n;
+  n.op = Op::kBuffer;
+  n.dtype = dtype;
+  n.shape = std::move(shape);
+  n.storage = std::move(storage);
+  return Finish(std::move(n));
+}
+
+NodePtr MakeConstant(double value, DType dtype, Shape shape) {
+  Node n;
+  n.op = Op::kConstant;
+  n.dtype = dtype;
+  n.shape = std::move(shape);
+  if (dtype == DType::boolean) value = value != 0 ? 1 : 0;
+  if (is_integral(dtype)) value = static_cast<double>(static_cast<int64_t>(value));
+  if (dtype == DType::f32) value = static_cast<double>(static_cast<float>(value));
+  n.value = value;
+  return Finish(std::move(n));
+}
+
+NodePtr MakeIota(DType dtype, int64_t n_elements) {
+  Node n;
+  n.op = Op::kIota;
+  n.dtype = dtype;
+  n.shape = {n_elements};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakeUnary(Op op, NodePtr x) {
+  if (Category(op) != OpCategory::Unary || op == Op::kCast) {
+    return Invalid(OpName(op), "not a unary op");
+  }
+  switch (op) {
+    case Op::kNot:
+      if (x->dtype != DType::boolean) {
+        return Invalid("logical_not", absl::StrCat("expected a bool tensor, got ", dtype_name(x->dtype)));
+      }
+      break;
+    case Op::kNeg:
+    case Op::kAbs:
+    case Op::kRelu:
+      if (x->dtype == DType::boolean) {
+        return Invalid(OpName(op), "not defined for bool tensors; cast to an integer or float dtype first");
+      }
+      break;
+    default:
+      if (!is_floating(x->dtype)) {
+        return Invalid(OpName(op), absl::StrCat("expected a floating tensor, got ", dtype_name(x->dtype)));
+      }
+  }
+  Node n;
+  n.op = op;
+  n.dtype = x->dtype;
+  n.shape = x->shape;
+  n.operands = {std::move(x)};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakeCast(NodePtr x, DType dtype) {
+  Node n;
+  n.op = Op::kCast;
+  n.dtype = dtype;
+  n.shape = x->shape;
+  n.operands = {std::move(x)};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b) {
+  OpCategory c = Category(op);
+  if (c != OpCategory::Binary && c != OpCategory::Compare) {
+    return Invalid(OpName(op), "not a binary op");
+  }
+  if (a->shape != b->shape) {
+    return Invalid(OpName(op), absl::StrCat("operand shapes differ: ", ShapeString(a->shape), " and ",
+                                            ShapeString(b->shape)));
+  }
+  if (a->dtype != b->dtype) {
+    return Invalid(OpName(op), absl::StrCat("operand dtypes differ: ", dtype_name(a->dtype), " and ",
+                                            dtype_name(b->dtype)));
+  }
+  if ((op == Op::kDiv || op == Op::kPow) && !is_floating(a->dtype)) {
+    return Invalid(OpName(op), absl::StrCat("expected floating operands, got ", dtype_name(a->dtype)));
+  }
+  if (c == OpCategory::Binary && a->dtype == DType::boolean) {
+    return Invalid(OpName(op), "arithmetic is not defined on bool tensors");
+  }
+  Node n;
+  n.op = op;
+  n.dtype = c == OpCategory::Compare ? DType::boolean : a->dtype;
+  n.shape = a->shape;
+  n.operands = {std::move(a), std::move(b)};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakeWhere(NodePtr cond, NodePtr a, NodePtr b) {
+  if (cond->dtype != DType::boolean) {
+    return Invalid("where", absl::StrCat("condition must be bool, got ", dtype_name(cond->dtype)));
+  }
+  if (cond->shape != a->shape || a->shape != b->shape) {
+    return Invalid("where", absl::StrCat("shapes differ: ", ShapeString(cond->shape), ", ",
+                                         ShapeString(a->shape), ", ", ShapeString(b->shape)));
+  }
+  if (a->dtype != b->dtype) {
+    return Invalid("where", absl::StrCat("value dtypes differ: ", dtype_name(a->dtype), " and ",
+                                         dtype_name(b->dtype)));
+  }
+  Node n;
+  n.op = Op::kWhere;
+  n.dtype = a->dtype;
+  n.shape = a->shape;
+  n.operands = {std::move(cond), std::move(a), std::move(b)};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape) {
+  for (int64_t d : shape) {
+    if (d < 0) return Invalid("reshape", absl::StrCat("negative size in ", ShapeString(shape)));
+  }
+  if (NumElements(shape) != NumElements(x->shape)) {
+    return Invalid("reshape", absl::StrCat("cannot reshape ", ShapeString(x->shape), " (",
+                                           NumElements(x->shape), " elements) to ", ShapeString(shape),
+                                           " (", NumElements(shape), " elements)"));
+  }
+  Node n;
+  n.op = Op::kReshape;
+  n.dtype = x->dtype;
+  n.shape = std::move(shape);
+  n.operands = {std::move(x)};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm) {
+  const int64_t rank = static_cast<int64_t>(x->shape.size());
+  std::vector<bool> seen(rank, false);
+  bool ok = static_cast<int64_t>(perm.size()) == rank;
+  for (int64_t p : perm) {
+    if (!ok) break;
+    ok = p >= 0 && p < rank && !seen[p];
+    if (ok) seen[p] = true;
+  }
+  if (!ok) {
+    return Invalid("permute", absl::StrCat("(", absl::StrJoin(perm, ","), ") is not a permutation of the ",
+                                           rank, " dims of ", ShapeString(x->shape)));
+  }
+  Node n;
+  n.op = Op::kPermute;
+  n.dtype = x->dtype;
+  for (int64_t p : perm) n.shape.push_back(x->shape[p]);
+  n.args = std::move(perm);
+  n.operands = {std::move(x)};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape) {
+  bool ok = shape.size() == x->shape.size();
+  for (size_t d = 0; ok && d < shape.size(); ++d) {
+    ok = x->shape[d] == shape[d] || (x->shape[d] == 1 && shape[d] >= 0);
+  }
+  if (!ok) {
+    return Invalid("broadcast_to", absl::StrCat("cannot broadcast ", ShapeString(x->shape), " to ",
+                                                ShapeString(shape)));
+  }
+  Node n;
+  n.op = Op::kExpand;
+  n.dtype = x->dtype;
+  n.shape = std::move(shape);
+  n.operands = {std::move(x)};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape shape) {
+  bool ok = starts.size() == x->shape.size() && shape.size() == x->shape.size();
+  for (size_t d = 0; ok && d < shape.size(); ++d) {
+    ok = starts[d] >= 0 && shape[d] >= 0 && starts[d] + shape[d] <= x->shape[d];
+  }
+  if (!ok) {
+    return Invalid("slice", absl::StrCat("window at (", absl::StrJoin(starts, ","), ") of size ",
+                                         ShapeString(shape), " does not fit in ", ShapeString(x->shape)));
+  }
+  Node n;
+  n.op = Op::kSlice;
+  n.dtype = x->dtype;
+  n.shape = std::move(shape);
+  n.args = std::move(starts);
+  n.operands = {std::move(x)};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape) {
+  bool ok = before.size() == x->shape.size() && shape.size() == x->shape.size();
+  for (size_t d = 0; ok && d < shape.size(); ++d) {
+    ok = before[d] >= 0 && before[d] + x->shape[d] <= shape[d];
+  }
+  if (!ok) {
+    return Invalid("pad", absl::StrCat(ShapeString(x->shape), " placed at (", absl::StrJoin(before, ","),
+                                       ") does not fit in ", ShapeString(shape)));
+  }
+  Node n;
+  n.op = Op::kPad;
+  n.dtype = x->dtype;
+  n.shape = std::move(shape);
+  n.args = std::move(before);
+  n.operands = {std::move(x)};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes) {
+  if (!IsReduce(op)) return Invalid(OpName(op), "not a reduction");
+  const int64_t rank = static_cast<int64_t>(x->shape.size());
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= rank || (i > 0 && axes[i] <= axes[i - 1])) {
+      return Invalid(OpName(op), absl::StrCat("axes (", absl::StrJoin(axes, ","),
+                                              ") are not sorted unique dims of ", ShapeString(x->shape)));
+    }
+  }
+  if (op == Op::kSum && (x->dtype == DType::boolean || x->dtype == DType::i32)) {
+    return Invalid("sum", "sum accumulates in f32 or i64; cast first");
+  }
+  if (op == Op::kMax) {
+    for (int64_t a : axes) {
+      if (x->shape[a] == 0) {
+        return Invalid("max", absl::StrCat("cannot reduce an empty dim ", a, " of ", ShapeString(x->shape),
+                                           ": max has no identity"));
+      }
+    }
+  }
+  Node n;
+  n.op = op;
+  n.dtype = x->dtype;
+  n.shape = x->shape;
+  for (int64_t a : axes) n.shape[a] = 1;
+  n.args = std::move(axes);
+  n.operands = {std::move(x)};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
+  const Shape& sa = a->shape;
+  const Shape& sb = b->shape;
+  if (sa.size() < 2 || sb.size() < 2 || sa.size() != sb.size()) {
+    return Invalid("matmul", absl::StrCat("expected operands of equal rank >= 2, got ", ShapeString(sa),
+                                          " and ", ShapeString(sb)));
+  }
+  const size_t r = sa.size();
+  if (sa[r - 1] != sb[r - 2]) {
+    return Invalid("matmul", absl::StrCat("inner dimensions differ: ", ShapeString(sa), " @ ",
+                                          ShapeString(sb), " (", sa[r - 1], " vs ", sb[r - 2], ")"));
+  }
+  if (!std::equal(sa.begin(), sa.end() - 2, sb.begin())) {
+    return Invalid("matmul", absl::StrCat("batch dimensions differ: ", ShapeString(sa), " @ ", ShapeString(sb)));
+  }
+  if (a->dtype != b->dtype || a->dtype == DType::boolean) {
+    return Invalid("matmul", absl::StrCat("expected equal numeric dtypes, got ", dtype_name(a->dtype), " and ",
+                                          dtype_name(b->dtype)));
+  }
+  Node n;
+  n.op = Op::kMatmul;
+  n.dtype = a->dtype;
+  n.shape = sa;
+  n.shape[r - 1] = sb[r - 1];
+  n.operands = {std::move(a), std::move(b)};
+  return Finish(std::move(n));
+}
+
+}  // namespace lazycl::ir

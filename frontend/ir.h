@@ -1,0 +1,68 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "frontend/op_table.h"
+#include "lazycl/dtype.h"
+
+// The IR: one plain node type. A node holds real references to its operands; nothing holds a
+// reference to its users. Shapes and dtypes are inferred and checked when a node is made, and
+// the structural hash is computed then too. Leaves hash by op, dtype and shape only (a Constant
+// also by its value, which codegen bakes into the kernel), never by data or address, so new data
+// of the same shapes reuses compiled graphs.
+namespace lazycl::ir {
+
+using Shape = std::vector<int64_t>;
+
+class Storage;  // frontend/storage.h: data of a Buffer leaf
+
+struct Node;
+using NodePtr = std::shared_ptr<const Node>;
+
+struct Node {
+  Op op = Op::kConstant;
+  DType dtype = DType::f32;
+  Shape shape;
+  std::vector<NodePtr> operands;
+  // The small argument, by op: Permute: the permutation; Slice: start per dim; Pad: padding
+  // before each dim (after is implied by the shape); Sum/Max: the reduced axes, sorted (the
+  // output keeps them with size 1).
+  std::vector<int64_t> args;
+  double value = 0;                  // Constant
+  std::shared_ptr<Storage> storage;  // Buffer
+  uint64_t hash = 0;
+  // Non-leaf nodes in this node's graph, counted through every path (so shared nodes count
+  // more than once) and saturating; the executor cuts graphs that grow past a limit.
+  int64_t pending = 0;
+};
+
+int64_t NumElements(const Shape& shape);
+std::string ShapeString(const Shape& shape);  // "[2,3]"
+std::string NodeString(const Node& node);     // "Add f32[2,3]"
+
+// Builders. Each checks its operands and returns InvalidArgument naming the op and the shapes.
+NodePtr MakeBuffer(std::shared_ptr<Storage> storage, DType dtype, Shape shape);
+NodePtr MakeConstant(double value, DType dtype, Shape shape);
+NodePtr MakeIota(DType dtype, int64_t n);
+absl::StatusOr<NodePtr> MakeUnary(Op op, NodePtr x);  // result dtype: x's, except where noted
+absl::StatusOr<NodePtr> MakeCast(NodePtr x, DType dtype);
+// Binary and Compare ops: operands must already have equal shapes and (for Binary) dtypes; the
+// frontend broadcasts and promotes first.
+absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b);
+absl::StatusOr<NodePtr> MakeWhere(NodePtr cond, NodePtr a, NodePtr b);
+absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape);
+absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm);
+// Same rank; every dim either equal or 1 in x.
+absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape);
+absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape shape);
+absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape);
+// Reduces `axes` (sorted, unique, in range) to size 1.
+absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes);
+// a [B.., M, K] and b [B.., K, N] with equal batch dims -> [B.., M, N].
+absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b);
+
+}  // namespace lazycl::ir
