@@ -4,7 +4,7 @@
 
 namespace lazycl {
 
-std::string_view dtype_name(DType dtype) {
+const char* dtype_name(DType dtype) {
   switch (dtype) {
     case DType::f32:
       return "f32";

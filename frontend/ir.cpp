@@ -1,6 +1,8 @@
 #include "frontend/ir.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/hash/hash.h"
@@ -46,7 +48,7 @@ NodePtr Finish(Node node) {
   return std::make_shared<const Node>(std::move(node));
 }
 
-absl::Status Invalid(std::string_view op, std::string_view what) {
+absl::Status Invalid(absl::string_view op, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
 }
 
@@ -85,9 +87,19 @@ NodePtr MakeConstant(double value, DType dtype, Shape shape) {
   n.op = Op::kConstant;
   n.dtype = dtype;
   n.shape = std::move(shape);
+  // The value is stored as the dtype will hold it: integers truncate toward zero and saturate
+  // (NaN becomes 0), as a cast does.
   if (dtype == DType::boolean) value = value != 0 ? 1 : 0;
-  if (is_integral(dtype)) value = static_cast<double>(static_cast<int64_t>(value));
-  if (dtype == DType::f32) value = static_cast<double>(static_cast<float>(value));
+  if (is_integral(dtype)) {
+    const double lo = dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+    // The largest double below 2^63: 2^63 itself does not fit in an int64.
+    const double hi = dtype == DType::i32 ? 2147483647.0 : 9223372036854774784.0;
+    value = std::isnan(value) ? 0 : std::trunc(std::clamp(value, lo, hi));
+  }
+  if (dtype == DType::f32 && std::isfinite(value)) {
+    value = std::fabs(value) > std::numeric_limits<float>::max() ? std::copysign(INFINITY, value)
+                                                                 : static_cast<double>(static_cast<float>(value));
+  }
   n.value = value;
   return Finish(std::move(n));
 }

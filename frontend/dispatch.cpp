@@ -1,0 +1,121 @@
+#include "frontend/dispatch.h"
+
+#include <cstdio>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "backend/host_buffers.h"
+#include "frontend/executor.h"
+#include "frontend/host_eval.h"
+#include "frontend/runtime.h"
+#include "frontend/storage.h"
+#include "frontend/throw.h"
+
+namespace lazycl::frontend {
+
+const TensorImpl& ImplOf(const Tensor& t, absl::string_view op) {
+  if (!t.defined()) Throw(absl::InvalidArgumentError(absl::StrCat(op, ": the tensor is undefined (default-constructed)")));
+  return *t.impl();
+}
+
+Device OpDevice(std::span<const Tensor* const> operands, absl::string_view op) {
+  Device device = Device::host();
+  for (const Tensor* t : operands) {
+    const Device d = ImplOf(*t, op).device;
+    if (d.is_host()) continue;
+    if (device.is_opencl() && device != d) {
+      Throw(absl::InvalidArgumentError(absl::StrCat(op, ": operands live on different devices, ", device.str(),
+                                                    " and ", d.str(), "; move one with to()")));
+    }
+    device = d;
+  }
+  return device;
+}
+
+namespace {
+
+std::shared_ptr<ir::Storage> NewStorage(Device device, size_t bytes, std::string label) {
+  backend::BufferManager* manager =
+      device.is_host() ? static_cast<backend::BufferManager*>(&backend::HostMemory()) : &OpenClDevice(device.index()).buffers();
+  return std::make_shared<ir::Storage>(device, manager, bytes, std::move(label));
+}
+
+// Computes a device tensor if it is pending; Error if that needs a placeholder's data.
+void Compute(const Tensor& t) {
+  TensorImpl* impl = t.impl().get();
+  ThrowIfError(Materialize({impl}));
+}
+
+}  // namespace
+
+Tensor FromHostBytes(const void* data, size_t bytes, DType dtype, ir::Shape shape, Device device) {
+  auto storage = NewStorage(device, bytes, absl::StrCat(dtype_name(dtype), ir::ShapeString(shape)));
+  ThrowIfError(storage->manager().Upload(storage->id(), data, 0, bytes));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->node = ir::MakeBuffer(std::move(storage), dtype, std::move(shape));
+  impl->device = device;
+  return Tensor(std::move(impl));
+}
+
+Tensor Transfer(const Tensor& t, Device to) {
+  const TensorImpl& impl = ImplOf(t, "to");
+  if (impl.device == to) return t;
+  if (to.is_opencl()) OpenClDevice(to.index());  // a bad index fails here, before any work
+  Compute(t);
+  const ir::Node& leaf = *impl.node;
+  if (leaf.storage->placeholder() && !leaf.storage->manager().IsWritten(leaf.storage->id())) {
+    Throw(absl::FailedPreconditionError(PlaceholderMessage(leaf, impl.device)));
+  }
+  // Host memory is readable in place; a device buffer is read back into host memory first.
+  std::shared_ptr<ir::Storage> host = leaf.storage;
+  if (!impl.device.is_host()) {
+    host = NewStorage(Device::host(), leaf.storage->bytes(), "download");
+    ThrowIfError(backend::HostMemory().PrepareWrite(host->id()));
+    ThrowIfError(leaf.storage->manager().Download(leaf.storage->id(), backend::HostMemory().Data(host->id()), 0,
+                                                  leaf.storage->bytes()));
+  }
+  if (to.is_host()) {
+    auto out = std::make_shared<TensorImpl>();
+    out->node = ir::MakeBuffer(host, leaf.dtype, leaf.shape);
+    out->device = to;
+    out->requires_grad = impl.requires_grad;
+    return Tensor(std::move(out));
+  }
+  Tensor result = FromHostBytes(backend::HostMemory().Data(host->id()), host->bytes(), leaf.dtype, leaf.shape, to);
+  result.impl()->requires_grad = impl.requires_grad;
+  return result;
+}
+
+ir::NodePtr NodeOn(const Tensor& t, Device device, absl::string_view op, int operand) {
+  const TensorImpl& impl = ImplOf(t, op);
+  if (impl.device == device) return impl.node;
+  const backend::TransferGuard guard = Settings().transfer_guard;
+  const std::string what = absl::StrCat(op, ": operand ", operand, " (", dtype_name(impl.node->dtype),
+                                        ir::ShapeString(impl.node->shape), " on ", impl.device.str(),
+                                        ") is implicitly moved to ", device.str());
+  if (guard == backend::TransferGuard::kDisallow) {
+    Throw(absl::FailedPreconditionError(absl::StrCat(what, ", and LAZYCL_TRANSFER_GUARD=disallow forbids implicit "
+                                                     "transfers; move it explicitly with to()")));
+  }
+  if (guard == backend::TransferGuard::kLog) std::fprintf(stderr, "lazycl: %s\n", what.c_str());
+  return Transfer(t, device).impl()->node;
+}
+
+Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device) {
+  if (!node.ok()) Throw(node.status());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->device = device;
+  if (device.is_host()) {
+    const ir::Shape shape = (*node)->shape;
+    const DType dtype = (*node)->dtype;
+    impl->node = ir::MakeBuffer(ValueOrThrow(EvaluateOnHost(*node)), dtype, shape);
+    return Tensor(std::move(impl));
+  }
+  impl->node = *std::move(node);
+  if (impl->node->pending > kMaxPendingNodes) ThrowIfError(Materialize({impl.get()}));
+  return Tensor(std::move(impl));
+}
+
+}  // namespace lazycl::frontend

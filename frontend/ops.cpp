@@ -1,0 +1,423 @@
+#include "lazycl/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frontend/dispatch.h"
+#include "frontend/ir.h"
+#include "frontend/throw.h"
+
+namespace lazycl {
+namespace {
+
+using frontend::NodeOn;
+using frontend::Throw;
+using frontend::ValueOrThrow;
+using frontend::Wrap;
+using ir::NodePtr;
+using ir::Op;
+using ir::Shape;
+
+[[noreturn]] void Invalid(absl::string_view op, absl::string_view what) {
+  Throw(absl::InvalidArgumentError(absl::StrCat(op, ": ", what)));
+}
+
+int64_t NormalizeDim(int64_t dim, int64_t rank, absl::string_view op, bool inclusive_end = false) {
+  const int64_t limit = inclusive_end ? rank + 1 : rank;
+  if (dim < -limit || dim >= limit) {
+    Invalid(op, absl::StrCat("dim ", dim, " is out of range for a tensor of rank ", rank, " (expected ", -limit,
+                             " <= dim < ", limit, ")"));
+  }
+  return dim < 0 ? dim + limit : dim;
+}
+
+NodePtr CastNode(NodePtr n, DType dtype) {
+  if (n->dtype == dtype) return n;
+  return ValueOrThrow(ir::MakeCast(std::move(n), dtype));
+}
+
+Shape BroadcastShapes(const std::vector<const Shape*>& shapes, absl::string_view op) {
+  size_t rank = 0;
+  for (const Shape* s : shapes) rank = std::max(rank, s->size());
+  Shape out(rank, 1);
+  for (const Shape* s : shapes) {
+    const size_t offset = rank - s->size();
+    for (size_t d = 0; d < s->size(); ++d) {
+      int64_t& o = out[offset + d];
+      const int64_t v = (*s)[d];
+      if (o == 1) {
+        o = v;
+      } else if (v != 1 && v != o) {
+        std::vector<std::string> names;
+        for (const Shape* t : shapes) names.push_back(ir::ShapeString(*t));
+        Invalid(op, absl::StrCat("shapes ", absl::StrJoin(names, " and "), " cannot be broadcast together (dim ",
+                                 offset + d, ": ", o, " vs ", v, ")"));
+      }
+    }
+  }
+  return out;
+}
+
+NodePtr BroadcastNode(NodePtr n, const Shape& shape) {
+  if (n->shape == shape) return n;
+  if (n->shape.size() < shape.size()) {
+    Shape padded(shape.size() - n->shape.size(), 1);
+    padded.insert(padded.end(), n->shape.begin(), n->shape.end());
+    n = ValueOrThrow(ir::MakeReshape(std::move(n), std::move(padded)));
+  }
+  if (n->shape == shape) return n;
+  return ValueOrThrow(ir::MakeExpand(std::move(n), shape));
+}
+
+// A scalar as a rank-0 Constant on the other operand's device, in the dtype it computes in.
+Tensor Scalar(double value, const Tensor& like) {
+  DType dtype = like.dtype();
+  const bool integral_value = std::floor(value) == value && std::isfinite(value);
+  if (!integral_value && dtype != DType::f32) dtype = DType::f32;
+  if (dtype == DType::boolean) dtype = DType::i32;
+  return Wrap(ir::MakeConstant(value, dtype, {}), like.device());
+}
+
+// The shared path of binary and comparison ops: common device, dtype and shape.
+Tensor Binary(Op op, const Tensor& a, const Tensor& b, absl::string_view name) {
+  const Device device = frontend::OpDevice({&a, &b}, name);
+  NodePtr x = NodeOn(a, device, name, 0);
+  NodePtr y = NodeOn(b, device, name, 1);
+  DType dtype = promote(x->dtype, y->dtype);
+  if (op == Op::kDiv || op == Op::kPow) dtype = DType::f32;
+  if (ir::Category(op) == ir::OpCategory::Binary && dtype == DType::boolean) dtype = DType::i32;
+  const Shape shape = BroadcastShapes({&x->shape, &y->shape}, name);
+  x = BroadcastNode(CastNode(std::move(x), dtype), shape);
+  y = BroadcastNode(CastNode(std::move(y), dtype), shape);
+  return Wrap(ir::MakeBinary(op, std::move(x), std::move(y)), device);
+}
+
+Tensor Unary(Op op, const Tensor& x, absl::string_view name, bool floating) {
+  const Device device = frontend::OpDevice({&x}, name);
+  NodePtr n = NodeOn(x, device, name, 0);
+  if (floating && !is_floating(n->dtype)) n = CastNode(std::move(n), DType::f32);
+  return Wrap(ir::MakeUnary(op, std::move(n)), device);
+}
+
+std::vector<int64_t> ReduceAxes(const Tensor& x, std::vector<int64_t> dims, absl::string_view op) {
+  const int64_t rank = x.dim();
+  if (dims.empty()) {
+    dims.resize(rank);
+    std::iota(dims.begin(), dims.end(), 0);
+    return dims;
+  }
+  for (int64_t& d : dims) d = NormalizeDim(d, rank, op);
+  std::sort(dims.begin(), dims.end());
+  if (std::adjacent_find(dims.begin(), dims.end()) != dims.end()) {
+    Invalid(op, absl::StrCat("dims (", absl::StrJoin(dims, ","), ") repeat a dim"));
+  }
+  return dims;
+}
+
+Tensor Reduce(Op op, const Tensor& x, std::vector<int64_t> dims, bool keepdim, absl::string_view name,
+              DType compute) {
+  const std::vector<int64_t> axes = ReduceAxes(x, std::move(dims), name);
+  const Device device = frontend::OpDevice({&x}, name);
+  NodePtr n = CastNode(NodeOn(x, device, name, 0), compute);
+  NodePtr r = ValueOrThrow(ir::MakeReduce(op, std::move(n), axes));
+  if (!keepdim) {
+    Shape kept;
+    for (size_t d = 0; d < r->shape.size(); ++d) {
+      if (!std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(d))) kept.push_back(r->shape[d]);
+    }
+    r = ValueOrThrow(ir::MakeReshape(std::move(r), std::move(kept)));
+  }
+  return Wrap(std::move(r), device);
+}
+
+// A view of x on its own device.
+Tensor View(const Tensor& x, absl::string_view name, const auto& make) {
+  const Device device = frontend::OpDevice({&x}, name);
+  return Wrap(make(NodeOn(x, device, name, 0)), device);
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& x) { return Unary(Op::kNeg, x, "neg", false); }
+Tensor exp(const Tensor& x) { return Unary(Op::kExp, x, "exp", true); }
+Tensor log(const Tensor& x) { return Unary(Op::kLog, x, "log", true); }
+Tensor sqrt(const Tensor& x) { return Unary(Op::kSqrt, x, "sqrt", true); }
+Tensor tanh(const Tensor& x) { return Unary(Op::kTanh, x, "tanh", true); }
+Tensor sigmoid(const Tensor& x) { return Unary(Op::kSigmoid, x, "sigmoid", true); }
+Tensor relu(const Tensor& x) { return Unary(Op::kRelu, x, "relu", false); }
+Tensor abs(const Tensor& x) { return Unary(Op::kAbs, x, "abs", false); }
+Tensor sin(const Tensor& x) { return Unary(Op::kSin, x, "sin", true); }
+Tensor cos(const Tensor& x) { return Unary(Op::kCos, x, "cos", true); }
+
+Tensor cast(const Tensor& x, DType dtype) {
+  return View(x, "cast", [&](NodePtr n) { return CastNode(std::move(n), dtype); });
+}
+
+Tensor add(const Tensor& a, const Tensor& b) { return Binary(Op::kAdd, a, b, "add"); }
+Tensor sub(const Tensor& a, const Tensor& b) { return Binary(Op::kSub, a, b, "sub"); }
+Tensor mul(const Tensor& a, const Tensor& b) { return Binary(Op::kMul, a, b, "mul"); }
+Tensor div(const Tensor& a, const Tensor& b) { return Binary(Op::kDiv, a, b, "div"); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return Binary(Op::kMaximum, a, b, "maximum"); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return Binary(Op::kMinimum, a, b, "minimum"); }
+Tensor pow(const Tensor& a, const Tensor& b) { return Binary(Op::kPow, a, b, "pow"); }
+Tensor pow(const Tensor& a, double exponent) { return Binary(Op::kPow, a, Scalar(exponent, a), "pow"); }
+
+Tensor lt(const Tensor& a, const Tensor& b) { return Binary(Op::kLt, a, b, "lt"); }
+Tensor le(const Tensor& a, const Tensor& b) { return Binary(Op::kLe, a, b, "le"); }
+Tensor gt(const Tensor& a, const Tensor& b) { return Binary(Op::kGt, a, b, "gt"); }
+Tensor ge(const Tensor& a, const Tensor& b) { return Binary(Op::kGe, a, b, "ge"); }
+Tensor eq(const Tensor& a, const Tensor& b) { return Binary(Op::kEq, a, b, "eq"); }
+Tensor ne(const Tensor& a, const Tensor& b) { return Binary(Op::kNe, a, b, "ne"); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const Device device = frontend::OpDevice({&cond, &a, &b}, "where");
+  NodePtr c = NodeOn(cond, device, "where", 0);
+  if (c->dtype != DType::boolean) {
+    Invalid("where", absl::StrCat("the condition must be a bool tensor, got ", dtype_name(c->dtype)));
+  }
+  NodePtr x = NodeOn(a, device, "where", 1);
+  NodePtr y = NodeOn(b, device, "where", 2);
+  const DType dtype = promote(x->dtype, y->dtype);
+  const Shape shape = BroadcastShapes({&c->shape, &x->shape, &y->shape}, "where");
+  return Wrap(ir::MakeWhere(BroadcastNode(std::move(c), shape), BroadcastNode(CastNode(std::move(x), dtype), shape),
+                            BroadcastNode(CastNode(std::move(y), dtype), shape)),
+              device);
+}
+Tensor where(const Tensor& cond, const Tensor& a, double b) { return where(cond, a, Scalar(b, a)); }
+Tensor where(const Tensor& cond, double a, const Tensor& b) { return where(cond, Scalar(a, b), b); }
+
+Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  const DType compute = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+  return Reduce(Op::kSum, x, std::move(dims), keepdim, "sum", compute);
+}
+
+Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  const std::vector<int64_t> axes = ReduceAxes(x, dims, "mean");
+  int64_t count = 1;
+  for (int64_t a : axes) count *= x.size(a);
+  Tensor total = Reduce(Op::kSum, x, axes, keepdim, "mean", DType::f32);
+  // The mean of nothing is NaN, as in NumPy.
+  return total * (count == 0 ? std::nan("") : 1.0 / static_cast<double>(count));
+}
+
+Tensor max(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  return Reduce(Op::kMax, x, std::move(dims), keepdim, "max", x.dtype());
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  const Device device = frontend::OpDevice({&a, &b}, "matmul");
+  NodePtr x = NodeOn(a, device, "matmul", 0);
+  NodePtr y = NodeOn(b, device, "matmul", 1);
+  if (x->shape.size() < 2 || y->shape.size() < 2) {
+    Invalid("matmul", absl::StrCat("expected operands of rank >= 2, got ", ir::ShapeString(x->shape), " and ",
+                                   ir::ShapeString(y->shape)));
+  }
+  const int64_t k = x->shape.back();
+  if (k != y->shape[y->shape.size() - 2]) {
+    Invalid("matmul", absl::StrCat("inner dimensions differ: ", ir::ShapeString(x->shape), " @ ",
+                                   ir::ShapeString(y->shape), " (", k, " vs ", y->shape[y->shape.size() - 2], ")"));
+  }
+  if (x->dtype == DType::boolean || y->dtype == DType::boolean) {
+    Invalid("matmul", "bool operands are not supported; cast them first");
+  }
+  const DType dtype = promote(x->dtype, y->dtype);
+  const Shape xb(x->shape.begin(), x->shape.end() - 2);
+  const Shape yb(y->shape.begin(), y->shape.end() - 2);
+  Shape batch = BroadcastShapes({&xb, &yb}, "matmul");
+  Shape xs = batch;
+  xs.insert(xs.end(), x->shape.end() - 2, x->shape.end());
+  Shape ys = batch;
+  ys.insert(ys.end(), y->shape.end() - 2, y->shape.end());
+  x = BroadcastNode(CastNode(std::move(x), dtype), xs);
+  y = BroadcastNode(CastNode(std::move(y), dtype), ys);
+  return Wrap(ir::MakeMatmul(std::move(x), std::move(y)), device);
+}
+
+Tensor reshape(const Tensor& x, std::vector<int64_t> shape) {
+  const int64_t numel = x.numel();
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == -1) {
+      if (infer >= 0) Invalid("reshape", absl::StrCat("only one dim of ", ir::ShapeString(shape), " can be -1"));
+      infer = static_cast<int>(d);
+    } else if (shape[d] < 0) {
+      Invalid("reshape", absl::StrCat("invalid size ", shape[d], " in ", ir::ShapeString(shape)));
+    } else {
+      known *= shape[d];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0) {
+      Invalid("reshape", absl::StrCat("cannot reshape ", ir::ShapeString(x.shape()), " (", numel, " elements) to ",
+                                      ir::ShapeString(shape)));
+    }
+    shape[infer] = numel / known;
+  }
+  return View(x, "reshape", [&](NodePtr n) -> absl::StatusOr<NodePtr> {
+    if (n->shape == shape) return n;
+    return ir::MakeReshape(std::move(n), shape);
+  });
+}
+
+Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
+  const int64_t rank = x.dim();
+  if (static_cast<int64_t>(dims.size()) != rank) {
+    Invalid("permute", absl::StrCat("got ", dims.size(), " dims (", absl::StrJoin(dims, ","), ") for a tensor of rank ",
+                                    rank));
+  }
+  for (int64_t& d : dims) d = NormalizeDim(d, rank, "permute");
+  return View(x, "permute", [&](NodePtr n) { return ir::MakePermute(std::move(n), dims); });
+}
+
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  const int64_t rank = x.dim();
+  dim0 = NormalizeDim(dim0, rank, "transpose");
+  dim1 = NormalizeDim(dim1, rank, "transpose");
+  std::vector<int64_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[dim0], perm[dim1]);
+  return permute(x, perm);
+}
+
+Tensor broadcast_to(const Tensor& x, std::vector<int64_t> shape) {
+  const Shape& from = frontend::ImplOf(x, "broadcast_to").node->shape;
+  bool ok = from.size() <= shape.size();
+  for (size_t d = 0; ok && d < from.size(); ++d) {
+    const int64_t want = shape[shape.size() - from.size() + d];
+    ok = from[d] == want || from[d] == 1;
+  }
+  for (int64_t d : shape) ok = ok && d >= 0;
+  if (!ok) {
+    Invalid("broadcast_to", absl::StrCat("cannot broadcast ", ir::ShapeString(from), " to ", ir::ShapeString(shape)));
+  }
+  return View(x, "broadcast_to", [&](NodePtr n) { return BroadcastNode(std::move(n), shape); });
+}
+
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
+  const int64_t rank = x.dim();
+  dim = NormalizeDim(dim, rank, "slice");
+  const int64_t size = x.size(dim);
+  auto clamp = [size](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size); };
+  start = clamp(start);
+  end = std::max(start, clamp(end));
+  return View(x, "slice", [&](NodePtr n) -> absl::StatusOr<NodePtr> {
+    if (start == 0 && end == size) return n;
+    std::vector<int64_t> starts(rank, 0);
+    starts[dim] = start;
+    Shape shape = n->shape;
+    shape[dim] = end - start;
+    return ir::MakeSlice(std::move(n), std::move(starts), std::move(shape));
+  });
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  dim = NormalizeDim(dim, x.dim(), "unsqueeze", /*inclusive_end=*/true);
+  std::vector<int64_t> shape = x.shape();
+  shape.insert(shape.begin() + dim, 1);
+  return reshape(x, shape);
+}
+
+Tensor squeeze(const Tensor& x, int64_t dim) {
+  dim = NormalizeDim(dim, x.dim(), "squeeze");
+  std::vector<int64_t> shape = x.shape();
+  if (shape[dim] != 1) {
+    Invalid("squeeze", absl::StrCat("dim ", dim, " of ", ir::ShapeString(shape), " has size ", shape[dim], ", not 1"));
+  }
+  shape.erase(shape.begin() + dim);
+  return reshape(x, shape);
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (tensors.empty()) Invalid("cat", "expected at least one tensor");
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& t : tensors) {
+    frontend::ImplOf(t, "cat");
+    ptrs.push_back(&t);
+  }
+  const Shape& first = tensors[0].impl()->node->shape;
+  const int64_t rank = static_cast<int64_t>(first.size());
+  if (rank == 0) Invalid("cat", "cannot concatenate rank-0 tensors; stack them instead");
+  dim = NormalizeDim(dim, rank, "cat");
+  DType dtype = tensors[0].dtype();
+  int64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Shape& s = tensors[i].impl()->node->shape;
+    bool ok = static_cast<int64_t>(s.size()) == rank;
+    for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || s[d] == first[d];
+    if (!ok) {
+      Invalid("cat", absl::StrCat("tensor ", i, " has shape ", ir::ShapeString(s), " but tensor 0 has ",
+                                  ir::ShapeString(first), "; all dims but ", dim, " must match"));
+    }
+    total += s[dim];
+    dtype = promote(dtype, tensors[i].dtype());
+  }
+  const Device device = frontend::OpDevice(ptrs, "cat");
+  // Each part is padded to the full extent and the parts are summed: one fused expression.
+  // Bool parts are summed as i32.
+  const DType sum_dtype = dtype == DType::boolean ? DType::i32 : dtype;
+  Shape out = first;
+  out[dim] = total;
+  NodePtr acc;
+  int64_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    NodePtr n = CastNode(NodeOn(tensors[i], device, "cat", static_cast<int>(i)), sum_dtype);
+    const int64_t extent = n->shape[dim];
+    std::vector<int64_t> before(rank, 0);
+    before[dim] = offset;
+    offset += extent;
+    if (n->shape != out) n = ValueOrThrow(ir::MakePad(std::move(n), std::move(before), out));
+    acc = acc ? ValueOrThrow(ir::MakeBinary(Op::kAdd, std::move(acc), std::move(n))) : std::move(n);
+  }
+  return Wrap(CastNode(std::move(acc), dtype), device);
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (tensors.empty()) Invalid("stack", "expected at least one tensor");
+  const int64_t rank = tensors[0].dim();
+  dim = NormalizeDim(dim, rank, "stack", /*inclusive_end=*/true);
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].shape() != tensors[0].shape()) {
+      Invalid("stack", absl::StrCat("tensor ", i, " has shape ", ir::ShapeString(tensors[i].shape()),
+                                    " but tensor 0 has ", ir::ShapeString(tensors[0].shape())));
+    }
+    parts.push_back(unsqueeze(tensors[i], dim));
+  }
+  return cat(parts, dim);
+}
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  dim = NormalizeDim(dim, x.dim(), "softmax");
+  Tensor z = x - max(x, {dim}, true);
+  Tensor e = exp(z);
+  return e / sum(e, {dim}, true);
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  dim = NormalizeDim(dim, x.dim(), "log_softmax");
+  Tensor z = x - max(x, {dim}, true);
+  return z - log(sum(exp(z), {dim}, true));
+}
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, Scalar(b, a)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, Scalar(b, a)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, Scalar(b, a)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, Scalar(b, a)); }
+Tensor operator+(double a, const Tensor& b) { return add(Scalar(a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(Scalar(a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(Scalar(a, b), b); }
+Tensor operator/(double a, const Tensor& b) { return div(Scalar(a, b), b); }
+
+}  // namespace lazycl

@@ -1,0 +1,37 @@
+#include "frontend/runtime.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/throw.h"
+#include "lazycl/error.h"
+
+namespace lazycl::frontend {
+
+[[noreturn]] void Throw(const absl::Status& status) { throw Error(std::string(status.message())); }
+
+const backend::Settings& Settings() {
+  const absl::StatusOr<backend::Settings>& settings = backend::ProcessSettings();
+  if (!settings.ok()) Throw(settings.status());
+  return *settings;
+}
+
+backend::Device& OpenClDevice(int index) {
+  static std::mutex mutex;
+  static auto* devices = new std::map<int, backend::Device*>();  // never destroyed: see header
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = devices->find(index);
+  if (it != devices->end()) return *it->second;
+  absl::StatusOr<std::unique_ptr<backend::Device>> device = backend::Device::Open(Settings(), index);
+  if (!device.ok()) {
+    Throw(absl::Status(device.status().code(),
+                       absl::StrCat("cannot open OpenCL device cl:", index, ": ", device.status().message())));
+  }
+  backend::Device* raw = device->release();
+  (*devices)[index] = raw;
+  return *raw;
+}
+
+}  // namespace lazycl::frontend

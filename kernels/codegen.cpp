@@ -1,0 +1,509 @@
+#include "kernels/codegen.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backend/check.h"
+#include "kernels/templates.h"
+
+namespace lazycl::kernels {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using ir::Shape;
+
+constexpr size_t kLocalSize = 64;
+
+std::string CType(DType d) {
+  switch (d) {
+    case DType::f32:
+      return "float";
+    case DType::i32:
+      return "int";
+    case DType::i64:
+      return "long";
+    case DType::boolean:
+      return "uchar";
+  }
+  return "?";
+}
+
+std::string Literal(double v, DType d) {
+  switch (d) {
+    case DType::f32:
+      if (std::isnan(v)) return "NAN";
+      if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+      return absl::StrFormat("%.9ef", v);
+    case DType::i32:
+      return absl::StrCat("((int)", static_cast<int64_t>(v), "L)");
+    case DType::i64: {
+      int64_t i = static_cast<int64_t>(v);
+      if (i == std::numeric_limits<int64_t>::min()) return "(-9223372036854775807L - 1L)";
+      return absl::StrCat("(", i, "L)");
+    }
+    case DType::boolean:
+      return v != 0 ? "((uchar)1)" : "((uchar)0)";
+  }
+  return "0";
+}
+
+std::string Zero(DType d) { return Literal(0, d); }
+
+size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+// An index into a node's value: either one linear (row-major) index or one index per dim.
+struct Index {
+  bool linear = true;
+  std::string lin;
+  std::vector<std::string> dims;
+
+  static Index Linear(std::string lin) { return Index{true, std::move(lin), {}}; }
+  static Index Multi(std::vector<std::string> dims) { return Index{false, "", std::move(dims)}; }
+  std::string Key() const { return linear ? "L" + lin : "M" + absl::StrJoin(dims, ","); }
+};
+
+// Writes the body of one kernel: evaluates nodes at symbolic indices, collecting buffer and
+// size arguments as it goes. Each (node, index) pair is evaluated once per scope.
+class Emitter {
+ public:
+  Emitter(const InputMap& inputs, std::string idx_type) : inputs_(inputs), idx_(std::move(idx_type)) {}
+
+  const std::string& idx_type() const { return idx_; }
+
+  // A size, stride or offset: literals for 0 and 1 (which codegen may specialise on), an
+  // argument otherwise, one argument per distinct value.
+  std::string Sym(int64_t v) {
+    if (v == 0 || v == 1) return absl::StrCat(v);
+    auto it = syms_.find(v);
+    if (it != syms_.end()) return it->second;
+    std::string name = absl::StrCat("s", syms_.size());
+    syms_.emplace(v, name);
+    params_.push_back(absl::StrCat("const ", idx_, " ", name));
+    KernelArgSpec arg;
+    arg.kind = idx_ == "int" ? KernelArgSpec::Kind::kInt32 : KernelArgSpec::Kind::kInt64;
+    arg.value = v;
+    args_.push_back(arg);
+    return name;
+  }
+
+  std::string Buffer(BufferRef ref, DType dtype, bool written) {
+    auto key = std::make_pair(static_cast<int>(ref.kind), ref.index);
+    auto it = buffers_.find(key);
+    if (it != buffers_.end()) return it->second;
+    std::string name = absl::StrCat(written ? "out" : "in", buffers_.size());
+    buffers_.emplace(key, name);
+    params_.push_back(absl::StrCat("__global ", written ? "" : "const ", CType(dtype), "* restrict ", name));
+    KernelArgSpec arg;
+    arg.kind = KernelArgSpec::Kind::kBuffer;
+    arg.buffer = ref;
+    arg.written = written;
+    args_.push_back(arg);
+    return name;
+  }
+
+  std::string Var() { return absl::StrCat("v", next_var_++); }
+  void Line(absl::string_view s) { absl::StrAppend(&body_, indent_, s, "\n"); }
+  void Indent() { indent_ += "  "; }
+  void Dedent() { indent_.resize(indent_.size() - 2); }
+
+  // Scopes: values computed inside a loop are not visible after it.
+  absl::flat_hash_map<std::string, std::string> SaveScope() const { return memo_; }
+  void RestoreScope(absl::flat_hash_map<std::string, std::string> memo) { memo_ = std::move(memo); }
+
+  std::string Linear(const Index& idx, const Shape& shape) {
+    if (idx.linear) return idx.lin;
+    std::string acc;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1) continue;
+      acc = acc.empty() ? idx.dims[d] : absl::StrCat("(", acc, ") * ", Sym(shape[d]), " + ", idx.dims[d]);
+    }
+    if (acc.empty()) return "0";
+    std::string key = absl::StrCat("lin|", acc);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    std::string v = Var();
+    Line(absl::StrCat("const ", idx_, " ", v, " = ", acc, ";"));
+    memo_[key] = v;
+    return v;
+  }
+
+  std::vector<std::string> Multi(const Index& idx, const Shape& shape) {
+    if (!idx.linear) return idx.dims;
+    std::string key = absl::StrCat("delin|", idx.lin, "|", ir::ShapeString(shape));
+    std::vector<std::string> dims(shape.size(), "0");
+    int first = -1;  // the outermost dim that is not 1 needs no modulo
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] != 1) {
+        first = static_cast<int>(d);
+        break;
+      }
+    }
+    if (first < 0) return dims;
+    auto it = delin_.find(key);
+    if (it != delin_.end() && memo_.contains(key)) return it->second;
+    std::string rest = idx.lin;
+    for (int d = static_cast<int>(shape.size()) - 1; d >= first; --d) {
+      if (shape[d] == 1) continue;
+      if (d == first) {
+        dims[d] = rest;
+        break;
+      }
+      std::string v = Var();
+      Line(absl::StrCat("const ", idx_, " ", v, " = ", rest, " % ", Sym(shape[d]), ";"));
+      dims[d] = v;
+      std::string q = Var();
+      Line(absl::StrCat("const ", idx_, " ", q, " = ", rest, " / ", Sym(shape[d]), ";"));
+      rest = q;
+    }
+    delin_[key] = dims;
+    memo_[key] = "";
+    return dims;
+  }
+
+  // The value of `n` at `idx`, as an expression (a variable name or a literal).
+  std::string Eval(const Node& n, const Index& idx) {
+    std::string key = absl::StrCat(reinterpret_cast<uintptr_t>(&n), "|", idx.Key());
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    std::string v = EvalUncached(n, idx);
+    memo_[key] = v;
+    return v;
+  }
+
+  std::string Assign(DType dtype, const std::string& expr) {
+    std::string v = Var();
+    Line(absl::StrCat("const ", CType(dtype), " ", v, " = ", expr, ";"));
+    return v;
+  }
+
+  KernelSpec Finish(const std::string& name, const std::string& preamble_body) {
+    KernelSpec spec;
+    spec.name = name;
+    spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n__kernel void ", name, "(",
+                               absl::StrJoin(params_, ",\n    "), ") {\n", preamble_body, body_, "}\n");
+    spec.args = args_;
+    return spec;
+  }
+
+ private:
+  std::string EvalUncached(const Node& n, const Index& idx) {
+    if (auto it = inputs_.find(&n); it != inputs_.end()) {
+      std::string buf = Buffer(it->second, n.dtype, false);
+      return Assign(n.dtype, absl::StrCat(buf, "[", Linear(idx, n.shape), "]"));
+    }
+    const DType t = n.dtype;
+    auto operand = [&](int i) { return Eval(*n.operands[i], idx); };
+    switch (n.op) {
+      case Op::kConstant:
+        return Literal(n.value, t);
+      case Op::kIota:
+        return Assign(t, absl::StrCat("(", CType(t), ")(", Linear(idx, n.shape), ")"));
+      case Op::kNeg:
+        return Assign(t, absl::StrCat("-", operand(0)));
+      case Op::kExp:
+        return Assign(t, absl::StrCat("exp(", operand(0), ")"));
+      case Op::kLog:
+        return Assign(t, absl::StrCat("log(", operand(0), ")"));
+      case Op::kSqrt:
+        return Assign(t, absl::StrCat("sqrt(", operand(0), ")"));
+      case Op::kTanh:
+        return Assign(t, absl::StrCat("tanh(", operand(0), ")"));
+      case Op::kSigmoid:
+        return Assign(t, absl::StrCat("1.0f / (1.0f + exp(-", operand(0), "))"));
+      case Op::kRelu: {
+        std::string x = operand(0);
+        return Assign(t, absl::StrCat(x, " > ", Zero(t), " ? ", x, " : ", Zero(t)));
+      }
+      case Op::kAbs: {
+        std::string x = operand(0);
+        if (t == DType::f32) return Assign(t, absl::StrCat("fabs(", x, ")"));
+        return Assign(t, absl::StrCat(x, " < ", Zero(t), " ? -", x, " : ", x));
+      }
+      case Op::kSin:
+        return Assign(t, absl::StrCat("sin(", operand(0), ")"));
+      case Op::kCos:
+        return Assign(t, absl::StrCat("cos(", operand(0), ")"));
+      case Op::kNot:
+        return Assign(t, absl::StrCat("(uchar)(!", operand(0), ")"));
+      case Op::kCast:
+        return Assign(t, Convert(operand(0), n.operands[0]->dtype, t));
+      case Op::kAdd:
+        return Assign(t, absl::StrCat(operand(0), " + ", operand(1)));
+      case Op::kSub:
+        return Assign(t, absl::StrCat(operand(0), " - ", operand(1)));
+      case Op::kMul:
+        return Assign(t, absl::StrCat(operand(0), " * ", operand(1)));
+      case Op::kDiv:
+        return Assign(t, absl::StrCat(operand(0), " / ", operand(1)));
+      case Op::kMaximum:
+        return Assign(t, absl::StrCat(t == DType::f32 ? "fmax(" : "max(", operand(0), ", ", operand(1), ")"));
+      case Op::kMinimum:
+        return Assign(t, absl::StrCat(t == DType::f32 ? "fmin(" : "min(", operand(0), ", ", operand(1), ")"));
+      case Op::kPow:
+        return Assign(t, absl::StrCat("pow(", operand(0), ", ", operand(1), ")"));
+      case Op::kLt:
+        return Compare(n, idx, "<");
+      case Op::kLe:
+        return Compare(n, idx, "<=");
+      case Op::kGt:
+        return Compare(n, idx, ">");
+      case Op::kGe:
+        return Compare(n, idx, ">=");
+      case Op::kEq:
+        return Compare(n, idx, "==");
+      case Op::kNe:
+        return Compare(n, idx, "!=");
+      case Op::kWhere:
+        return Assign(t, absl::StrCat(operand(0), " ? ", operand(1), " : ", operand(2)));
+      case Op::kReshape:
+        return Eval(*n.operands[0], Index::Linear(Linear(idx, n.shape)));
+      case Op::kPermute: {
+        std::vector<std::string> out = Multi(idx, n.shape);
+        std::vector<std::string> in(out.size());
+        for (size_t i = 0; i < out.size(); ++i) in[n.args[i]] = out[i];
+        return Eval(*n.operands[0], Index::Multi(std::move(in)));
+      }
+      case Op::kExpand: {
+        std::vector<std::string> in = Multi(idx, n.shape);
+        const Shape& s = n.operands[0]->shape;
+        for (size_t d = 0; d < in.size(); ++d) {
+          if (s[d] == 1) in[d] = "0";
+        }
+        return Eval(*n.operands[0], Index::Multi(std::move(in)));
+      }
+      case Op::kSlice: {
+        std::vector<std::string> in = Multi(idx, n.shape);
+        for (size_t d = 0; d < in.size(); ++d) {
+          if (n.args[d] != 0) in[d] = absl::StrCat("(", in[d], " + ", Sym(n.args[d]), ")");
+        }
+        return Eval(*n.operands[0], Index::Multi(std::move(in)));
+      }
+      case Op::kPad:
+        return Pad(n, idx);
+      default:
+        LAZYCL_CHECK(false, "codegen: %s reached inside a fused kernel", ir::OpName(n.op));
+    }
+    return "";
+  }
+
+  std::string Compare(const Node& n, const Index& idx, const char* op) {
+    std::string a = Eval(*n.operands[0], idx);
+    std::string b = Eval(*n.operands[1], idx);
+    return Assign(DType::boolean, absl::StrCat("(uchar)(", a, " ", op, " ", b, ")"));
+  }
+
+  std::string Convert(const std::string& x, DType from, DType to) {
+    if (from == to) return x;
+    if (to == DType::boolean) return absl::StrCat("(uchar)(", x, " != ", Zero(from), ")");
+    if (from == DType::f32 && to == DType::i32) return absl::StrCat("convert_int_sat(", x, ")");
+    if (from == DType::f32 && to == DType::i64) return absl::StrCat("convert_long_sat(", x, ")");
+    return absl::StrCat("(", CType(to), ")(", x, ")");
+  }
+
+  // Zero outside the operand's window; inside, the operand at the shifted index. The index is
+  // clamped so that the load stays in bounds whichever way the select goes.
+  std::string Pad(const Node& n, const Index& idx) {
+    const Node& x = *n.operands[0];
+    if (ir::NumElements(x.shape) == 0) return Zero(n.dtype);
+    std::vector<std::string> in = Multi(idx, n.shape);
+    std::vector<std::string> conds;
+    for (size_t d = 0; d < in.size(); ++d) {
+      if (n.args[d] == 0 && x.shape[d] == n.shape[d]) continue;
+      if (x.shape[d] == 1) {
+        conds.push_back(absl::StrCat("(", in[d], " == ", Sym(n.args[d]), ")"));
+        in[d] = "0";
+        continue;
+      }
+      std::string t = Var();
+      Line(absl::StrCat("const ", idx_, " ", t, " = ", in[d], " - ", Sym(n.args[d]), ";"));
+      conds.push_back(absl::StrCat("(", t, " >= 0 && ", t, " < ", Sym(x.shape[d]), ")"));
+      std::string c = Var();
+      Line(absl::StrCat("const ", idx_, " ", c, " = ", t, " < 0 ? 0 : (", t, " >= ", Sym(x.shape[d]), " ? ",
+                        Sym(x.shape[d]), " - 1 : ", t, ");"));
+      in[d] = c;
+    }
+    std::string value = Eval(x, Index::Multi(std::move(in)));
+    if (conds.empty()) return value;
+    return Assign(n.dtype, absl::StrCat("(", absl::StrJoin(conds, " && "), ") ? ", value, " : ", Zero(n.dtype)));
+  }
+
+  const InputMap& inputs_;
+  std::string idx_;
+  std::string body_;
+  std::string indent_ = "  ";
+  int next_var_ = 0;
+  std::vector<std::string> params_;
+  std::vector<KernelArgSpec> args_;
+  absl::flat_hash_map<int64_t, std::string> syms_;
+  absl::flat_hash_map<std::pair<int, int>, std::string> buffers_;
+  absl::flat_hash_map<std::string, std::string> memo_;
+  absl::flat_hash_map<std::string, std::vector<std::string>> delin_;
+};
+
+// 32-bit indices when every extent in the kernel fits, which is faster everywhere.
+std::string IndexType(const Node& root, const InputMap& inputs) {
+  int64_t largest = ir::NumElements(root.shape);
+  std::vector<const Node*> stack = {&root};
+  absl::flat_hash_map<const Node*, bool> seen;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (seen.contains(n)) continue;
+    seen[n] = true;
+    largest = std::max(largest, ir::NumElements(n->shape));
+    if (inputs.contains(n)) continue;
+    for (const ir::NodePtr& o : n->operands) stack.push_back(o.get());
+  }
+  return largest < (int64_t{1} << 31) - 1 ? "int" : "long";
+}
+
+std::string KernelName(const char* prefix, const Node& root) {
+  return absl::StrCat(prefix, "_", absl::Hex(root.hash & 0xffffffffu));
+}
+
+}  // namespace
+
+KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inputs, const Target& target) {
+  (void)target;
+  Emitter e(inputs, IndexType(root, inputs));
+  const int64_t n = ir::NumElements(root.shape);
+  std::string out_name = e.Buffer(out, root.dtype, true);
+  std::string preamble = absl::StrCat("  const idx_t gid = (idx_t)get_global_id(0);\n  if (gid >= ", e.Sym(n),
+                                      ") return;\n");
+  std::string v = e.Eval(root, Index::Linear("gid"));
+  e.Line(absl::StrCat(out_name, "[gid] = ", v, ";"));
+  KernelSpec spec = e.Finish(KernelName("ew", root), preamble);
+  spec.global = {RoundUp(static_cast<size_t>(n), kLocalSize)};
+  spec.local = {kLocalSize};
+  spec.summary = absl::StrCat("elementwise ", ir::NodeString(root));
+  return spec;
+}
+
+KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, int64_t split, const Target& target) {
+  (void)target;
+  LAZYCL_CHECK(ir::IsReduce(root.op), "EmitReduce on %s", ir::OpName(root.op));
+  const Node& x = *root.operands[0];
+  const std::vector<int64_t>& axes = root.args;
+  Shape reduced_shape;
+  for (int64_t a : axes) reduced_shape.push_back(x.shape[a]);
+  const int64_t reduced = ir::NumElements(reduced_shape);
+  const int64_t outputs = ir::NumElements(root.shape);
+  const int64_t chunk = split > 1 ? (reduced + split - 1) / split : reduced;
+
+  Emitter e(inputs, IndexType(root, inputs));
+  const DType t = root.dtype;
+  std::string out_name = e.Buffer(out, t, true);
+  std::string pre = absl::StrCat("  const idx_t gid = (idx_t)get_global_id(0);\n  if (gid >= ",
+                                 e.Sym(outputs * split), ") return;\n");
+  std::string o = "gid";
+  if (split > 1) {
+    e.Line(absl::StrCat("const idx_t o = gid / ", e.Sym(split), ";"));
+    e.Line(absl::StrCat("const idx_t r0 = (gid % ", e.Sym(split), ") * ", e.Sym(chunk), ";"));
+    e.Line(absl::StrCat("const idx_t r1 = min(r0 + ", e.Sym(chunk), ", (idx_t)", e.Sym(reduced), ");"));
+    o = "o";
+  } else {
+    e.Line("const idx_t r0 = 0;");
+    e.Line(absl::StrCat("const idx_t r1 = ", e.Sym(reduced), ";"));
+  }
+  // Reducing the trailing dims reads one contiguous run per output: a linear index suffices.
+  bool trailing = true;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    trailing = trailing && axes[i] == static_cast<int64_t>(x.shape.size() - axes.size() + i);
+  }
+  std::vector<std::string> kept;
+  if (!trailing) kept = e.Multi(Index::Linear(o), root.shape);
+
+  std::string identity;
+  std::string combine;
+  if (root.op == Op::kSum) {
+    identity = Zero(t);
+  } else {
+    identity = t == DType::f32 ? "NAN"
+               : t == DType::i32 ? "INT_MIN"
+               : t == DType::i64 ? "LONG_MIN"
+                                 : "((uchar)0)";
+  }
+  e.Line(absl::StrCat(CType(t), " acc = ", identity, ";"));
+  e.Line("for (idx_t r = r0; r < r1; ++r) {");
+  e.Indent();
+  auto scope = e.SaveScope();
+  Index idx;
+  if (trailing) {
+    idx = Index::Linear(reduced == 1 ? o : absl::StrCat("(", o, " * ", e.Sym(reduced), " + r)"));
+  } else {
+    std::vector<std::string> r_dims = e.Multi(Index::Linear("r"), reduced_shape);
+    std::vector<std::string> dims = kept;
+    for (size_t i = 0; i < axes.size(); ++i) dims[axes[i]] = r_dims[i];
+    idx = Index::Multi(std::move(dims));
+  }
+  std::string v = e.Eval(x, idx);
+  if (root.op == Op::kSum) {
+    e.Line(absl::StrCat("acc += ", v, ";"));
+  } else if (t == DType::f32) {
+    e.Line(absl::StrCat("acc = fmax(acc, ", v, ");"));
+  } else {
+    e.Line(absl::StrCat("acc = max(acc, ", v, ");"));
+  }
+  e.RestoreScope(std::move(scope));
+  e.Dedent();
+  e.Line("}");
+  e.Line(absl::StrCat(out_name, "[gid] = acc;"));
+  KernelSpec spec = e.Finish(KernelName(split > 1 ? "red_part" : "red", root), pre);
+  spec.global = {RoundUp(static_cast<size_t>(outputs * split), kLocalSize)};
+  spec.local = {kLocalSize};
+  spec.summary = absl::StrCat(split > 1 ? "partial " : "", "reduce ", ir::NodeString(root), " of ",
+                              ir::NodeString(x), split > 1 ? absl::StrCat(" in ", split, " parts") : "");
+  return spec;
+}
+
+KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a, const StridedOperand& b,
+                      const Target& target) {
+  (void)target;
+  const size_t r = root.shape.size();
+  const int64_t m = root.shape[r - 2];
+  const int64_t n = root.shape[r - 1];
+  const int64_t k = root.operands[0]->shape[r - 1];
+  int64_t batches = 1;
+  for (size_t d = 0; d + 2 < r; ++d) batches *= root.shape[d];
+
+  KernelSpec spec;
+  spec.name = "matmul";
+  spec.source = std::string(Template("matmul.cl"));
+  const std::string t = CType(root.dtype);
+  spec.options = absl::StrCat("-DT=", t, " -DTS=16");
+  auto buffer = [](BufferRef ref, bool written) {
+    KernelArgSpec s;
+    s.kind = KernelArgSpec::Kind::kBuffer;
+    s.buffer = ref;
+    s.written = written;
+    return s;
+  };
+  auto i64 = [](int64_t v) {
+    KernelArgSpec s;
+    s.kind = KernelArgSpec::Kind::kInt64;
+    s.value = v;
+    return s;
+  };
+  spec.args = {buffer(a.buffer, false), i64(a.offset),   i64(a.batch_stride), i64(a.row_stride),
+               i64(a.col_stride),       buffer(b.buffer, false), i64(b.offset), i64(b.batch_stride),
+               i64(b.row_stride),       i64(b.col_stride), buffer(out, true),  i64(m),
+               i64(n),                  i64(k)};
+  spec.global = {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),
+                 static_cast<size_t>(batches)};
+  spec.local = {16, 16, 1};
+  spec.summary = absl::StrCat("matmul ", ir::NodeString(root), " (K=", k, ")");
+  return spec;
+}
+
+int64_t ArgBytes(const KernelSpec& spec) {
+  int64_t bytes = 0;
+  for (const KernelArgSpec& a : spec.args) bytes += a.kind == KernelArgSpec::Kind::kInt32 ? 4 : 8;
+  return bytes;
+}
+
+}  // namespace lazycl::kernels

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <cstdint>
+
+#include "absl/container/flat_hash_map.h"
+#include "frontend/ir.h"
+#include "kernels/lower.h"
+#include "kernels/plan.h"
+
+// OpenCL C generation for one kernel. Sizes, strides and offsets are kernel arguments, so a
+// kernel's source depends on the graph's structure (ops, dtypes, ranks, which dims are 1) and
+// not on its sizes.
+namespace lazycl::kernels {
+
+// Nodes that a kernel reads from memory (Buffer leaves and other kernels' results), each a
+// contiguous row-major buffer in the node's shape.
+using InputMap = absl::flat_hash_map<const ir::Node*, BufferRef>;
+
+// One work-item per element of `root`: evaluates the fused expression and stores it.
+KernelSpec EmitElementwise(const ir::Node& root, BufferRef out, const InputMap& inputs,
+                           const Target& target);
+
+// `root` is Sum or Max; its operand's expression is fused into the loop. With split > 1 each
+// output element is reduced in `split` contiguous parts, written as [outputs, split] partials
+// for a second reduction.
+KernelSpec EmitReduce(const ir::Node& root, BufferRef out, const InputMap& inputs, int64_t split,
+                      const Target& target);
+
+// Where a matmul operand lives: a buffer read at offset + sum(index * stride), with the batch
+// dims folded into one stride.
+struct StridedOperand {
+  BufferRef buffer;
+  int64_t offset = 0;
+  int64_t batch_stride = 0;
+  int64_t row_stride = 0;
+  int64_t col_stride = 0;
+};
+
+KernelSpec EmitMatmul(const ir::Node& root, BufferRef out, const StridedOperand& a,
+                      const StridedOperand& b, const Target& target);
+
+// Total bytes of a kernel's arguments, compared with Target::max_param_bytes.
+int64_t ArgBytes(const KernelSpec& spec);
+
+}  // namespace lazycl::kernels

@@ -1,0 +1,26 @@
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "kernels/graph.h"
+#include "kernels/plan.h"
+
+namespace lazycl::kernels {
+
+// What lowering needs to know about the device; filled by the executor from backend::DeviceInfo.
+struct Target {
+  bool cpu = true;               // CPU strategies (PoCL) vs GPU strategies
+  int64_t max_param_bytes = 1024;  // CL_DEVICE_MAX_PARAMETER_SIZE
+};
+
+// Partitions `graph` into kernels and generates their OpenCL C.
+// - Every output, Reduce and Matmul node ends a kernel ("root"); elementwise ops, views,
+//   Constants and Iotas fuse into the kernel of the root that consumes them, recomputed where
+//   two kernels share a cheap subexpression.
+// - A kernel whose arguments would exceed target.max_param_bytes is split by materializing its
+//   largest fused operand.
+// - A reduction with few outputs and a long reduced extent runs in two stages.
+absl::StatusOr<Plan> Lower(const Graph& graph, const Target& target);
+
+}  // namespace lazycl::kernels

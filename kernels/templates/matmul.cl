@@ -1,0 +1,28 @@
+// C[b] = A[b] @ B[b] for every batch b, with TS x TS tiles in local memory.
+// T is the element type; A and B are strided views (offset and strides in elements, the batch
+// dims folded into one stride); C is contiguous [batches, M, N].
+__kernel __attribute__((reqd_work_group_size(TS, TS, 1)))
+void matmul(__global const T* restrict A, long a_off, long a_sb, long a_sm, long a_sk,
+            __global const T* restrict B, long b_off, long b_sb, long b_sk, long b_sn,
+            __global T* restrict C, long M, long N, long K) {
+  const int lx = get_local_id(0);
+  const int ly = get_local_id(1);
+  const long col = get_global_id(0);
+  const long row = get_global_id(1);
+  const long batch = get_global_id(2);
+  __local T a_tile[TS][TS];
+  __local T b_tile[TS][TS];
+  A += a_off + batch * a_sb;
+  B += b_off + batch * b_sb;
+  T acc = (T)0;
+  for (long k0 = 0; k0 < K; k0 += TS) {
+    const long ka = k0 + lx;
+    const long kb = k0 + ly;
+    a_tile[ly][lx] = (row < M && ka < K) ? A[row * a_sm + ka * a_sk] : (T)0;
+    b_tile[ly][lx] = (kb < K && col < N) ? B[kb * b_sk + col * b_sn] : (T)0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < TS; ++k) acc += a_tile[ly][k] * b_tile[k][lx];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (row < M && col < N) C[(batch * M + row) * N + col] = acc;
+}
