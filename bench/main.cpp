@@ -9,8 +9,9 @@
 #include "backend/device.h"
 #include "backend/device_select.h"
 #include "backend/settings.h"
+#include "bench/commands.h"
 
-namespace {
+namespace lazycl::bench {
 
 using lazycl::backend::Device;
 using lazycl::backend::DeviceTypeName;
@@ -75,6 +76,10 @@ int Devices(const std::vector<std::string>& args) {
   return 0;
 }
 
+}  // namespace lazycl::bench
+
+namespace {
+
 struct Command {
   std::string_view name;
   std::string_view help;
@@ -82,7 +87,10 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"devices", "list OpenCL platforms and devices, and the one LAZYCL_* selects", Devices},
+    {"devices", "list OpenCL platforms and devices, and the one LAZYCL_* selects",
+     lazycl::bench::Devices},
+    {"backend", "cold build, disk-cache load, 64 MiB upload/download [--reps N]",
+     lazycl::bench::Backend},
 };
 
 int Usage(FILE* out) {
