@@ -28,7 +28,7 @@ file(GLOB_RECURSE other_files
   ${ROOT}/bench/*.h ${ROOT}/bench/*.cpp ${ROOT}/tests/*.h ${ROOT}/tests/*.cpp
   ${ROOT}/examples/*.h ${ROOT}/examples/*.cpp)
 # Backend tests may reach into backend internals; they are the backend's own tests.
-set(backend_tests device_buffers_test.cpp program_cache_test.cpp device_test.cpp)
+set(backend_tests cl_error_test.cpp device_buffers_test.cpp program_cache_test.cpp device_test.cpp)
 foreach(path ${other_files})
   get_filename_component(name ${path} NAME)
   file(STRINGS ${path} includes REGEX "^[ \t]*#[ \t]*include")

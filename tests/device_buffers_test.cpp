@@ -20,10 +20,26 @@ namespace {
 
 int64_t C(std::string_view name) { return metrics::counter(name); }
 
+// Temporary cache directories made by OpenDevice, removed when the test program ends.
+std::vector<std::string>& TempDirs() {
+  static std::vector<std::string> dirs;
+  return dirs;
+}
+
+class RemoveTempDirs : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    for (const std::string& dir : TempDirs()) std::filesystem::remove_all(dir);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kRemoveTempDirs =
+    ::testing::AddGlobalTestEnvironment(new RemoveTempDirs);
+
 // Opens the default device with a hermetic cache directory and the given extra variables.
 std::unique_ptr<Device> OpenDevice(std::map<std::string, std::string> env = {}) {
   char dir[] = "/tmp/lazycl-buffers-test-XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
+  TempDirs().push_back(dir);
   env["LAZYCL_KERNEL_CACHE_DIR"] = dir;
   absl::StatusOr<Settings> settings =
       ParseSettings([&env](std::string_view name) -> std::optional<std::string> {

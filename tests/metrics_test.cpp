@@ -65,3 +65,28 @@ TEST(MetricsTest, ReportSortsCounterNames) {
 
 }  // namespace
 }  // namespace lazycl
+
+#include <thread>
+#include <vector>
+
+namespace lazycl {
+namespace {
+
+TEST(MetricsTest, ConcurrentAddsAndTimersAreNotLost) {
+  metrics::reset();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < 10000; ++i) {
+        backend::metrics::Add("ConcurrentCounter", 1);
+        if (i % 100 == 0) backend::metrics::RecordTime("ConcurrentTime", i);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(metrics::counter("ConcurrentCounter"), 40000);
+  EXPECT_NE(metrics::report().find("ConcurrentTime"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lazycl
