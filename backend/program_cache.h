@@ -59,7 +59,8 @@ class ProgramCache {
   std::string KeyText(std::string_view source, std::string_view options) const;
   absl::StatusOr<cl::Program> BuildFromSource(std::string_view source, std::string_view options,
                                               const std::string& hash);
-  // nullopt-like failure (not an error) when the file is missing or bad; a bad file is deleted.
+  // False (not an error) when the entry is missing or unusable; an unusable entry is deleted so
+  // the rebuilt program replaces it.
   bool LoadFromDisk(const std::string& path, const std::string& key, std::string_view options,
                     const std::string& hash, cl::Program* program);
   void SaveToDisk(const std::string& path, const std::string& key, const cl::Program& program);
