@@ -11,6 +11,10 @@ namespace lazycl::backend {
 // Identifies one buffer within one BufferManager. Never reused within a process.
 using BufferId = uint64_t;
 
+// A fresh id from one process-wide counter, shared by every BufferManager, so an id names one
+// buffer across managers and is never reused. Never 0.
+BufferId NewBufferId();
+
 // A buffer is *declared* (a size and a label, no memory), then *allocated* (storage obtained
 // when a kernel is about to write it or data is uploaded), and *written* once data is in it.
 // A declared buffer that is never written is what a placeholder is: reading it is an error.

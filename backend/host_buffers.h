@@ -29,10 +29,14 @@ class HostBuffers final : public BufferManager {
   const void* Data(BufferId id) const;
 
  private:
+  // Storage comes from the 64-byte aligned operator new[], so it must go back through it.
+  struct AlignedDelete {
+    void operator()(std::byte* p) const;
+  };
   struct Entry {
     size_t bytes = 0;
     std::string label;
-    std::unique_ptr<std::byte[]> data;  // null until allocated
+    std::unique_ptr<std::byte[], AlignedDelete> data;  // null until allocated
     bool written = false;
   };
   const Entry& Get(BufferId id) const;

@@ -1,0 +1,237 @@
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "backend/cl.h"
+#include "backend/cl_error.h"
+#include "backend/device.h"
+#include "backend/device_buffers.h"
+#include "backend/metrics_registry.h"
+#include "backend/program_cache.h"
+
+namespace lazycl::backend {
+namespace {
+
+DeviceType TypeOf(cl_device_type type) {
+  if (type & CL_DEVICE_TYPE_GPU) return DeviceType::kGpu;
+  if (type & CL_DEVICE_TYPE_CPU) return DeviceType::kCpu;
+  if (type & CL_DEVICE_TYPE_ACCELERATOR) return DeviceType::kAccelerator;
+  return DeviceType::kOther;
+}
+
+// The OpenCL objects behind Enumerate's descriptions, index for index.
+struct Discovery {
+  std::vector<PlatformDesc> descs;
+  std::vector<cl::Platform> platforms;
+  std::vector<std::vector<cl::Device>> devices;
+};
+
+absl::StatusOr<Discovery> Discover() {
+  Discovery found;
+  cl_int err = cl::Platform::get(&found.platforms);
+  if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && found.platforms.empty())) {
+    return absl::NotFoundError(
+        "no OpenCL platform found: install an OpenCL ICD (for a CPU, the Debian package "
+        "pocl-opencl-icd) and check /etc/OpenCL/vendors");
+  }
+  if (err != CL_SUCCESS) return ClStatus(err, "clGetPlatformIDs");
+  for (cl::Platform& platform : found.platforms) {
+    PlatformDesc desc;
+    desc.name = platform.getInfo<CL_PLATFORM_NAME>();
+    desc.vendor = platform.getInfo<CL_PLATFORM_VENDOR>();
+    desc.version = platform.getInfo<CL_PLATFORM_VERSION>();
+    std::vector<cl::Device> devices;
+    err = platform.getDevices(CL_DEVICE_TYPE_ALL, &devices);
+    if (err != CL_SUCCESS && err != CL_DEVICE_NOT_FOUND) {
+      return ClStatus(err, absl::StrCat("clGetDeviceIDs on platform '", desc.name, "'"));
+    }
+    for (cl::Device& device : devices) {
+      desc.devices.push_back({device.getInfo<CL_DEVICE_NAME>(),
+                              TypeOf(device.getInfo<CL_DEVICE_TYPE>()),
+                              device.getInfo<CL_DRIVER_VERSION>()});
+    }
+    found.descs.push_back(std::move(desc));
+    found.devices.push_back(std::move(devices));
+  }
+  return found;
+}
+
+}  // namespace
+
+// Member order is destruction order in reverse: kernels and buffers go before the queue and
+// context they were made from.
+struct Device::Impl {
+  DeviceInfo info;
+  cl::Context context;
+  cl::CommandQueue queue;
+  cl::Device device;
+  std::unique_ptr<DeviceBuffers> buffers;
+  std::unique_ptr<ProgramCache> programs;
+};
+
+Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Device::~Device() {
+  // Buffers and kernels still queued must finish before their storage is released.
+  if (impl_ != nullptr) impl_->queue.finish();
+}
+
+absl::StatusOr<std::vector<PlatformDesc>> Device::Enumerate() {
+  absl::StatusOr<Discovery> found = Discover();
+  if (!found.ok()) return found.status();
+  return std::move(found->descs);
+}
+
+absl::StatusOr<std::unique_ptr<Device>> Device::Open(const Settings& settings, int index) {
+  absl::StatusOr<Discovery> found = Discover();
+  if (!found.ok()) return found.status();
+  absl::StatusOr<std::vector<DeviceChoice>> choices = SelectDevices(found->descs, settings);
+  if (!choices.ok()) return choices.status();
+  if (index < 0 || index >= static_cast<int>(choices->size())) {
+    return absl::OutOfRangeError(
+        absl::StrCat("device index ", index, " is out of range: ", choices->size(),
+                     " device(s) selected from\n", DescribePlatforms(found->descs)));
+  }
+  const DeviceChoice choice = (*choices)[index];
+
+  auto impl = std::make_unique<Impl>();
+  impl->device = found->devices[choice.platform][choice.device];
+  const cl::Platform& platform = found->platforms[choice.platform];
+  DeviceInfo& info = impl->info;
+  info.platform_name = platform.getInfo<CL_PLATFORM_NAME>();
+  info.platform_version = platform.getInfo<CL_PLATFORM_VERSION>();
+  info.device_name = impl->device.getInfo<CL_DEVICE_NAME>();
+  info.vendor = impl->device.getInfo<CL_DEVICE_VENDOR>();
+  info.driver_version = impl->device.getInfo<CL_DRIVER_VERSION>();
+  info.opencl_c_version = impl->device.getInfo<CL_DEVICE_OPENCL_C_VERSION>();
+  info.type = TypeOf(impl->device.getInfo<CL_DEVICE_TYPE>());
+  info.compute_units = static_cast<int>(impl->device.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>());
+  info.global_mem_bytes = static_cast<int64_t>(impl->device.getInfo<CL_DEVICE_GLOBAL_MEM_SIZE>());
+  info.max_alloc_bytes = static_cast<int64_t>(impl->device.getInfo<CL_DEVICE_MAX_MEM_ALLOC_SIZE>());
+  info.max_param_bytes = static_cast<int64_t>(impl->device.getInfo<CL_DEVICE_MAX_PARAMETER_SIZE>());
+  info.max_work_group_size =
+      static_cast<int64_t>(impl->device.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>());
+  info.local_mem_bytes = static_cast<int64_t>(impl->device.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>());
+  info.fp64 = impl->device.getInfo<CL_DEVICE_DOUBLE_FP_CONFIG>() != 0;
+
+  cl_int err = CL_SUCCESS;
+  impl->context = cl::Context(impl->device, nullptr, nullptr, nullptr, &err);
+  if (err != CL_SUCCESS) return ClStatus(err, "clCreateContext");
+  impl->queue = cl::CommandQueue(impl->context, impl->device, CL_QUEUE_PROFILING_ENABLE, &err);
+  if (err != CL_SUCCESS) return ClStatus(err, "clCreateCommandQueue");
+  impl->buffers = std::make_unique<DeviceBuffers>(
+      impl->context, impl->queue, settings.device_memory_limit, info.max_alloc_bytes);
+  impl->programs = std::make_unique<ProgramCache>(
+      impl->context, impl->device,
+      ProgramCacheIdentity{info.platform_name, info.device_name, info.driver_version},
+      settings.kernel_cache_dir, settings.debug);
+  if (settings.debug >= 1) {
+    std::fprintf(stderr, "lazycl: opened %s on %s (driver %s)\n", info.device_name.c_str(),
+                 info.platform_name.c_str(), info.driver_version.c_str());
+  }
+  return std::unique_ptr<Device>(new Device(std::move(impl)));
+}
+
+const DeviceInfo& Device::info() const { return impl_->info; }
+
+BufferManager& Device::buffers() { return *impl_->buffers; }
+
+absl::StatusOr<const Kernel*> Device::GetKernel(std::string_view source, std::string_view options,
+                                                std::string_view name) {
+  return impl_->programs->GetKernel(source, options, name);
+}
+
+absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> args,
+                            std::span<const size_t> global, std::span<const size_t> local) {
+  if (global.empty() || global.size() > 3) {
+    return absl::InvalidArgumentError(absl::StrCat("launch of '", kernel->name(),
+                                                   "': ", global.size(),
+                                                   " global dimensions (expected 1 to 3)"));
+  }
+  if (!local.empty()) {
+    if (local.size() != global.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch of '", kernel->name(), "': local size has ", local.size(),
+                       " dimensions but global size has ", global.size()));
+    }
+    for (size_t d = 0; d < global.size(); ++d) {
+      if (local[d] == 0 || global[d] % local[d] != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "launch of '", kernel->name(), "': global size [", absl::StrJoin(global, ", "),
+            "] is not a multiple of local size [", absl::StrJoin(local, ", "), "]"));
+      }
+    }
+  }
+  // Every read is checked before any write is prepared, so a failing launch leaves no buffer
+  // marked written.
+  for (const KernelArg& arg : args) {
+    if (arg.kind == KernelArg::Kind::kBuffer && !arg.written) {
+      if (absl::Status s = impl_->buffers->CheckReadable(arg.buffer); !s.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("launch of '", kernel->name(), "': ", s.message()));
+      }
+    }
+  }
+  for (const KernelArg& arg : args) {
+    if (arg.kind == KernelArg::Kind::kBuffer && arg.written) {
+      if (absl::Status s = impl_->buffers->PrepareWrite(arg.buffer); !s.ok()) return s;
+    }
+  }
+
+  cl::Kernel& k = kernel->handle();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const KernelArg& arg = args[i];
+    const cl_uint index = static_cast<cl_uint>(i);
+    cl_int err = CL_SUCCESS;
+    switch (arg.kind) {
+      case KernelArg::Kind::kBuffer: {
+        absl::StatusOr<cl_mem> mem = impl_->buffers->Mem(arg.buffer);
+        if (!mem.ok()) return mem.status();
+        err = k.setArg(index, sizeof(cl_mem), &*mem);
+        break;
+      }
+      case KernelArg::Kind::kInt32: {
+        const cl_int v = static_cast<cl_int>(arg.i);
+        err = k.setArg(index, sizeof(v), &v);
+        break;
+      }
+      case KernelArg::Kind::kInt64: {
+        const cl_long v = static_cast<cl_long>(arg.i);
+        err = k.setArg(index, sizeof(v), &v);
+        break;
+      }
+      case KernelArg::Kind::kFloat32: {
+        const cl_float v = arg.f;
+        err = k.setArg(index, sizeof(v), &v);
+        break;
+      }
+    }
+    if (err != CL_SUCCESS) {
+      return ClStatus(err, absl::StrCat("clSetKernelArg('", kernel->name(), "', ", i, ")"));
+    }
+  }
+
+  auto range = [](std::span<const size_t> sizes) {
+    switch (sizes.size()) {
+      case 1:
+        return cl::NDRange(sizes[0]);
+      case 2:
+        return cl::NDRange(sizes[0], sizes[1]);
+      case 3:
+        return cl::NDRange(sizes[0], sizes[1], sizes[2]);
+      default:
+        return cl::NDRange();
+    }
+  };
+  const cl::NDRange local_range = local.empty() ? cl::NullRange : range(local);
+  cl_int err = impl_->queue.enqueueNDRangeKernel(k, cl::NullRange, range(global), local_range);
+  if (err != CL_SUCCESS) {
+    return ClStatus(err, absl::StrCat("clEnqueueNDRangeKernel('", kernel->name(), "')"));
+  }
+  metrics::Add("KernelLaunches", 1);
+  return absl::OkStatus();
+}
+
+absl::Status Device::Finish() { return ClStatus(impl_->queue.finish(), "clFinish"); }
+
+}  // namespace lazycl::backend

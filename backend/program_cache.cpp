@@ -1,0 +1,259 @@
+#include "backend/program_cache.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "backend/cl_error.h"
+#include "backend/metrics_registry.h"
+#include "backend/string_view.h"
+
+#ifndef LAZYCL_VERSION_STRING
+#error "CMake defines LAZYCL_VERSION_STRING; it is part of the disk-cache key"
+#endif
+
+namespace lazycl::backend {
+namespace {
+
+// Disk-cache entry: a Header, then the key text, then the device binary. The whole key is stored
+// so that a hash collision reads as a mismatch and never loads the wrong program.
+constexpr char kMagic[8] = {'L', 'Z', 'C', 'L', 'P', 'R', 'G', '\0'};
+constexpr uint32_t kFormatVersion = 1;
+
+struct Header {
+  char magic[8];
+  uint32_t format_version;
+  uint32_t reserved;
+  uint64_t key_bytes;
+  uint64_t payload_bytes;
+  uint64_t payload_checksum;
+};
+
+// absl::Hash is salted per process, so the disk cache needs its own stable hash. FNV-1a is
+// enough: file names only need to spread, and the stored key settles equality.
+uint64_t Fnv1a(std::string_view data, uint64_t basis) {
+  uint64_t h = basis;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string StableHashHex(std::string_view data) {
+  return absl::StrFormat("%016x%016x", Fnv1a(data, 0xcbf29ce484222325ULL),
+                         Fnv1a(data, 0x84222325cbf29ce4ULL));
+}
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+int64_t NanosSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                              start)
+      .count();
+}
+
+std::string NumberedSource(std::string_view source) {
+  std::string out;
+  int line = 1;
+  for (absl::string_view text : absl::StrSplit(Sv(source), '\n')) {
+    absl::StrAppendFormat(&out, "%4d | %s\n", line++, text);
+  }
+  return out;
+}
+
+}  // namespace
+
+ProgramCache::ProgramCache(cl::Context context, cl::Device device, ProgramCacheIdentity identity,
+                           std::string cache_dir, int debug)
+    : context_(std::move(context)),
+      device_(std::move(device)),
+      identity_(std::move(identity)),
+      cache_dir_(std::move(cache_dir)),
+      debug_(debug) {}
+
+std::string ProgramCache::KeyText(std::string_view source, std::string_view options) const {
+  return absl::StrCat("lazycl ", LAZYCL_VERSION_STRING, "\nplatform: ", identity_.platform_name,
+                      "\ndevice: ", identity_.device_name, "\ndriver: ", identity_.driver_version,
+                      "\noptions: ", Sv(options), "\nsource:\n", Sv(source));
+}
+
+std::string ProgramCache::CachePath(std::string_view source, std::string_view options) const {
+  if (cache_dir_.empty()) return "";
+  return absl::StrCat(cache_dir_, "/", StableHashHex(KeyText(source, options)), ".bin");
+}
+
+absl::StatusOr<cl::Program> ProgramCache::BuildFromSource(std::string_view source,
+                                                          std::string_view options,
+                                                          const std::string& hash) {
+  if (debug_ >= 3) {
+    std::fprintf(stderr, "lazycl: building program %s:\n%s\n", hash.c_str(),
+                 NumberedSource(source).c_str());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  cl_int err = CL_SUCCESS;
+  cl::Program program(context_, std::string(source), /*build=*/false, &err);
+  if (err != CL_SUCCESS) return ClStatus(err, "clCreateProgramWithSource");
+  const std::string options_text(options);
+  metrics::Add("ProgramBuilds", 1);
+  err = program.build({device_}, options_text.c_str());
+  metrics::RecordTime("CompileTime", NanosSince(start));
+  if (err != CL_SUCCESS) {
+    cl_int log_err = CL_SUCCESS;
+    std::string log = program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_, &log_err);
+    return absl::InvalidArgumentError(
+        absl::StrCat("OpenCL program ", hash, " failed to build: ", Sv(ClErrorName(err)), " (", err,
+                     ")\noptions: ", Sv(options), "\n--- build log ---\n", log,
+                     "\n--- source ---\n", NumberedSource(source)));
+  }
+  if (debug_ >= 1) {
+    std::fprintf(stderr, "lazycl: built program %s in %.1f ms\n", hash.c_str(), MsSince(start));
+  }
+  return program;
+}
+
+bool ProgramCache::LoadFromDisk(const std::string& path, const std::string& key,
+                                std::string_view options, const std::string& hash,
+                                cl::Program* program) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return false;
+  const auto start = std::chrono::steady_clock::now();
+  std::string data;
+  {
+    std::ifstream in(path, std::ios::binary);
+    data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto reject = [&](std::string_view why) {
+    if (debug_ >= 1) {
+      std::fprintf(stderr, "lazycl: discarding disk cache entry %s: %.*s\n", path.c_str(),
+                   static_cast<int>(why.size()), why.data());
+    }
+    std::filesystem::remove(path, ec);
+    return false;
+  };
+  Header header;
+  if (data.size() < sizeof(header)) return reject("truncated header");
+  std::memcpy(&header, data.data(), sizeof(header));
+  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) return reject("bad magic");
+  if (header.format_version != kFormatVersion) return reject("other format version");
+  if (header.key_bytes != key.size() ||
+      data.size() != sizeof(header) + header.key_bytes + header.payload_bytes) {
+    return reject("wrong length");
+  }
+  if (std::string_view(data).substr(sizeof(header), key.size()) != key) {
+    return reject("key mismatch");
+  }
+  std::string_view payload = std::string_view(data).substr(sizeof(header) + key.size());
+  if (Fnv1a(payload, 0xcbf29ce484222325ULL) != header.payload_checksum) {
+    return reject("checksum mismatch");
+  }
+
+  cl::Program::Binaries binaries{std::vector<unsigned char>(payload.begin(), payload.end())};
+  std::vector<cl_int> binary_status;
+  cl_int err = CL_SUCCESS;
+  cl::Program loaded(context_, {device_}, binaries, &binary_status, &err);
+  if (err != CL_SUCCESS) return reject(ClErrorName(err));
+  const std::string options_text(options);
+  err = loaded.build({device_}, options_text.c_str());
+  if (err != CL_SUCCESS) return reject(ClErrorName(err));
+  metrics::Add("ProgramDiskCacheHits", 1);
+  metrics::RecordTime("CompileTime", NanosSince(start));
+  if (debug_ >= 1) {
+    std::fprintf(stderr, "lazycl: loaded program %s from disk cache in %.1f ms\n", hash.c_str(),
+                 MsSince(start));
+  }
+  *program = std::move(loaded);
+  return true;
+}
+
+void ProgramCache::SaveToDisk(const std::string& path, const std::string& key,
+                              const cl::Program& program) {
+  // The disk cache is an optimisation: any failure here means "not cached", never an error.
+  cl_int err = CL_SUCCESS;
+  cl::Program::Binaries binaries = program.getInfo<CL_PROGRAM_BINARIES>(&err);
+  if (err != CL_SUCCESS || binaries.size() != 1 || binaries[0].empty()) return;
+  std::string_view payload(reinterpret_cast<const char*>(binaries[0].data()), binaries[0].size());
+
+  std::error_code ec;
+  std::filesystem::create_directories(cache_dir_, ec);
+  if (ec) return;
+
+  Header header;
+  std::memcpy(header.magic, kMagic, sizeof(kMagic));
+  header.format_version = kFormatVersion;
+  header.reserved = 0;
+  header.key_bytes = key.size();
+  header.payload_bytes = payload.size();
+  header.payload_checksum = Fnv1a(payload, 0xcbf29ce484222325ULL);
+
+  // Written to a private temporary in the same directory and renamed into place, so a reader
+  // (another process) sees either no entry or a whole one.
+  static std::atomic<int> sequence{0};
+  const std::string temp = absl::StrCat(path, ".tmp.", getpid(), ".", sequence++);
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(&header), sizeof(header));
+    out.write(key.data(), static_cast<std::streamsize>(key.size()));
+    out.write(payload.data(), static_cast<std::streamsize>(payload.size()));
+    out.close();
+    if (!out) {
+      std::filesystem::remove(temp, ec);
+      return;
+    }
+  }
+  std::filesystem::rename(temp, path, ec);
+  if (ec) std::filesystem::remove(temp, ec);
+}
+
+absl::StatusOr<const Kernel*> ProgramCache::GetKernel(std::string_view source,
+                                                      std::string_view options,
+                                                      std::string_view name) {
+  std::string memory_key = absl::StrCat(Sv(options), absl::string_view("\0", 1), Sv(source));
+  auto it = programs_.find(memory_key);
+  if (it == programs_.end()) {
+    const std::string key = KeyText(source, options);
+    auto entry = std::make_unique<Program>();
+    entry->hash = StableHashHex(key);
+    const std::string path = CachePath(source, options);
+    if (path.empty() || !LoadFromDisk(path, key, options, entry->hash, &entry->program)) {
+      absl::StatusOr<cl::Program> built = BuildFromSource(source, options, entry->hash);
+      if (!built.ok()) return built.status();
+      entry->program = *std::move(built);
+      if (!path.empty()) SaveToDisk(path, key, entry->program);
+    }
+    it = programs_.emplace(std::move(memory_key), std::move(entry)).first;
+  }
+
+  Program& program = *it->second;
+  auto kernel_it = program.kernels.find(Sv(name));
+  if (kernel_it != program.kernels.end()) return kernel_it->second.get();
+  cl_int err = CL_SUCCESS;
+  const std::string name_text(name);
+  cl::Kernel kernel(program.program, name_text.c_str(), &err);
+  if (err == CL_INVALID_KERNEL_NAME) {
+    cl_int names_err = CL_SUCCESS;
+    std::string names = program.program.getInfo<CL_PROGRAM_KERNEL_NAMES>(&names_err);
+    return absl::NotFoundError(absl::StrCat("no kernel named '", Sv(name), "' in OpenCL program ",
+                                            program.hash, "; it defines: ", names));
+  }
+  if (err != CL_SUCCESS) return ClStatus(err, absl::StrCat("clCreateKernel('", Sv(name), "')"));
+  auto owned = std::make_unique<Kernel>(std::move(kernel), name_text);
+  const Kernel* result = owned.get();
+  program.kernels.emplace(name_text, std::move(owned));
+  return result;
+}
+
+}  // namespace lazycl::backend

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "backend/cl.h"
+#include "backend/device.h"
+
+// Building OpenCL C into kernels for one device, with a memory cache and an on-disk binary cache
+// (internal to backend/).
+namespace lazycl::backend {
+
+// A kernel object owned by its ProgramCache entry. Setting arguments mutates the cl::Kernel, so
+// it is mutable: a Device (and its Kernels) is used from one thread at a time.
+class Kernel {
+ public:
+  Kernel(cl::Kernel kernel, std::string name)
+      : kernel_(std::move(kernel)), name_(std::move(name)) {}
+  cl::Kernel& handle() const { return kernel_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  mutable cl::Kernel kernel_;
+  std::string name_;
+};
+
+// The strings that make a device binary reusable; all of them go into the disk-cache key.
+struct ProgramCacheIdentity {
+  std::string platform_name;
+  std::string device_name;
+  std::string driver_version;
+};
+
+class ProgramCache {
+ public:
+  // `cache_dir` empty disables the disk cache. `debug` is LAZYCL_DEBUG.
+  ProgramCache(cl::Context context, cl::Device device, ProgramCacheIdentity identity,
+               std::string cache_dir, int debug);
+
+  // The kernel `name` of `source` built with `options`; built at most once per process and,
+  // with a disk cache, loaded from it in later processes.
+  absl::StatusOr<const Kernel*> GetKernel(std::string_view source, std::string_view options,
+                                          std::string_view name);
+
+  // The disk-cache file that holds (source, options) on this device; "" without a disk cache.
+  std::string CachePath(std::string_view source, std::string_view options) const;
+
+ private:
+  struct Program {
+    cl::Program program;
+    std::string hash;  // hex, names the program in messages and the cache file
+    absl::flat_hash_map<std::string, std::unique_ptr<Kernel>> kernels;
+  };
+
+  std::string KeyText(std::string_view source, std::string_view options) const;
+  absl::StatusOr<cl::Program> BuildFromSource(std::string_view source, std::string_view options,
+                                              const std::string& hash);
+  // False (not an error) when the entry is missing or unusable; an unusable entry is deleted so
+  // the rebuilt program replaces it.
+  bool LoadFromDisk(const std::string& path, const std::string& key, std::string_view options,
+                    const std::string& hash, cl::Program* program);
+  void SaveToDisk(const std::string& path, const std::string& key, const cl::Program& program);
+
+  cl::Context context_;
+  cl::Device device_;
+  ProgramCacheIdentity identity_;
+  std::string cache_dir_;
+  int debug_;
+  // Keyed by options + '\0' + source; unique_ptr keeps Kernel pointers stable.
+  absl::flat_hash_map<std::string, std::unique_ptr<Program>> programs_;
+};
+
+}  // namespace lazycl::backend

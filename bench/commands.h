@@ -1,0 +1,13 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+// One function per lazycl-bench subcommand; main.cpp maps names to them. Each returns the exit
+// status and reads only its own arguments.
+namespace lazycl::bench {
+
+int Devices(const std::vector<std::string>& args);
+int Backend(const std::vector<std::string>& args);
+
+}  // namespace lazycl::bench
