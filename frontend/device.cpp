@@ -11,7 +11,8 @@ namespace lazycl {
 
 Device Device::opencl(int index) {
   if (index < 0) {
-    frontend::Throw(absl::InvalidArgumentError(absl::StrCat("Device::opencl: index ", index, " is negative")));
+    frontend::Throw(
+        absl::InvalidArgumentError(absl::StrCat("Device::opencl: index ", index, " is negative")));
   }
   return Device(Kind::opencl, index);
 }
@@ -31,7 +32,8 @@ Device Device::parse(std::string_view text) {
     break;
   }
   frontend::Throw(absl::InvalidArgumentError(
-      absl::StrCat("Device::parse: \"", std::string(text), "\" is not a device; expected \"host\", \"cl\" or \"cl:N\"")));
+      absl::StrCat("Device::parse: \"", std::string(text),
+                   "\" is not a device; expected \"host\", \"cl\" or \"cl:N\"")));
 }
 
 std::string Device::str() const { return is_host() ? "host" : absl::StrCat("cl:", index_); }

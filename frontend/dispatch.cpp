@@ -12,11 +12,14 @@
 #include "frontend/runtime.h"
 #include "frontend/storage.h"
 #include "frontend/throw.h"
+#include "frontend/trace_scope.h"
 
 namespace lazycl::frontend {
 
 const TensorImpl& ImplOf(const Tensor& t, absl::string_view op) {
-  if (!t.defined()) Throw(absl::InvalidArgumentError(absl::StrCat(op, ": the tensor is undefined (default-constructed)")));
+  if (!t.defined())
+    Throw(absl::InvalidArgumentError(
+        absl::StrCat(op, ": the tensor is undefined (default-constructed)")));
   return *t.impl();
 }
 
@@ -26,8 +29,9 @@ Device OpDevice(std::span<const Tensor* const> operands, absl::string_view op) {
     const Device d = ImplOf(*t, op).device;
     if (d.is_host()) continue;
     if (device.is_opencl() && device != d) {
-      Throw(absl::InvalidArgumentError(absl::StrCat(op, ": operands live on different devices, ", device.str(),
-                                                    " and ", d.str(), "; move one with to()")));
+      Throw(absl::InvalidArgumentError(absl::StrCat(op, ": operands live on different devices, ",
+                                                    device.str(), " and ", d.str(),
+                                                    "; move one with to()")));
     }
     device = d;
   }
@@ -38,7 +42,8 @@ namespace {
 
 std::shared_ptr<ir::Storage> NewStorage(Device device, size_t bytes, std::string label) {
   backend::BufferManager* manager =
-      device.is_host() ? static_cast<backend::BufferManager*>(&backend::HostMemory()) : &OpenClDevice(device.index()).buffers();
+      device.is_host() ? static_cast<backend::BufferManager*>(&backend::HostMemory())
+                       : &OpenClDevice(device.index()).buffers();
   return std::make_shared<ir::Storage>(device, manager, bytes, std::move(label));
 }
 
@@ -73,8 +78,8 @@ Tensor Transfer(const Tensor& t, Device to) {
   if (!impl.device.is_host()) {
     host = NewStorage(Device::host(), leaf.storage->bytes(), "download");
     ThrowIfError(backend::HostMemory().PrepareWrite(host->id()));
-    ThrowIfError(leaf.storage->manager().Download(leaf.storage->id(), backend::HostMemory().Data(host->id()), 0,
-                                                  leaf.storage->bytes()));
+    ThrowIfError(leaf.storage->manager().Download(
+        leaf.storage->id(), backend::HostMemory().Data(host->id()), 0, leaf.storage->bytes()));
   }
   if (to.is_host()) {
     auto out = std::make_shared<TensorImpl>();
@@ -83,7 +88,8 @@ Tensor Transfer(const Tensor& t, Device to) {
     out->requires_grad = impl.requires_grad;
     return Tensor(std::move(out));
   }
-  Tensor result = FromHostBytes(backend::HostMemory().Data(host->id()), host->bytes(), leaf.dtype, leaf.shape, to);
+  Tensor result = FromHostBytes(backend::HostMemory().Data(host->id()), host->bytes(), leaf.dtype,
+                                leaf.shape, to);
   result.impl()->requires_grad = impl.requires_grad;
   return result;
 }
@@ -92,12 +98,15 @@ ir::NodePtr NodeOn(const Tensor& t, Device device, absl::string_view op, int ope
   const TensorImpl& impl = ImplOf(t, op);
   if (impl.device == device) return impl.node;
   const backend::TransferGuard guard = Settings().transfer_guard;
-  const std::string what = absl::StrCat(op, ": operand ", operand, " (", dtype_name(impl.node->dtype),
-                                        ir::ShapeString(impl.node->shape), " on ", impl.device.str(),
-                                        ") is implicitly moved to ", device.str());
+  const std::string what =
+      absl::StrCat(op, ": operand ", operand, " (", dtype_name(impl.node->dtype),
+                   ir::ShapeString(impl.node->shape), " on ", impl.device.str(),
+                   ") is implicitly moved to ", device.str());
   if (guard == backend::TransferGuard::kDisallow) {
-    Throw(absl::FailedPreconditionError(absl::StrCat(what, ", and LAZYCL_TRANSFER_GUARD=disallow forbids implicit "
-                                                     "transfers; move it explicitly with to()")));
+    Throw(absl::FailedPreconditionError(
+        absl::StrCat(what,
+                     ", and LAZYCL_TRANSFER_GUARD=disallow forbids implicit "
+                     "transfers; move it explicitly with to()")));
   }
   if (guard == backend::TransferGuard::kLog) std::fprintf(stderr, "lazycl: %s\n", what.c_str());
   return Transfer(t, device).impl()->node;
@@ -114,7 +123,8 @@ Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device) {
     return Tensor(std::move(impl));
   }
   impl->node = *std::move(node);
-  if (impl->node->pending > kMaxPendingNodes) ThrowIfError(Materialize({impl.get()}));
+  if (impl->node->pending > kMaxPendingNodes && !TraceScope::active())
+    ThrowIfError(Materialize({impl.get()}));
   return Tensor(std::move(impl));
 }
 

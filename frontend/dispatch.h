@@ -3,7 +3,6 @@
 #include <initializer_list>
 #include <span>
 
-
 #include "absl/strings/string_view.h"
 #include "frontend/ir.h"
 #include "frontend/tensor_impl.h"

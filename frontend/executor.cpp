@@ -24,16 +24,22 @@ namespace {
 using ir::Node;
 
 // Graphs compiled for one device: the plan and, once resolved, its kernels.
+}  // namespace
+
 struct CachedPlan {
+  uint64_t hash = 0;
   std::vector<uint64_t> key;
   kernels::Plan plan;
   std::vector<const backend::Kernel*> kernels;  // resolved on first run
 };
 
+namespace {
+
 constexpr size_t kMaxCachedGraphs = 4096;
 
 absl::flat_hash_map<uint64_t, std::unique_ptr<CachedPlan>>& GraphCache(int device) {
-  static auto* caches = new std::map<int, absl::flat_hash_map<uint64_t, std::unique_ptr<CachedPlan>>>();
+  static auto* caches =
+      new std::map<int, absl::flat_hash_map<uint64_t, std::unique_ptr<CachedPlan>>>();
   return (*caches)[device];
 }
 
@@ -75,146 +81,71 @@ kernels::Target TargetOf(const backend::Device& device) {
   return target;
 }
 
-absl::Status RunGraph(int device_index, const std::vector<TensorImpl*>& tensors) {
-  backend::Device& device = OpenClDevice(device_index);
-  const backend::Settings& settings = Settings();
-  const auto start = std::chrono::steady_clock::now();
-
-  // Outputs, one per distinct node.
-  std::vector<const Node*> outputs;
-  absl::flat_hash_map<const Node*, int> output_of;
-  for (TensorImpl* t : tensors) {
-    if (output_of.emplace(t->node.get(), static_cast<int>(outputs.size())).second) outputs.push_back(t->node.get());
-  }
-
-  kernels::Graph graph;
-  graph.nodes = TopologicalOrder(outputs);
+// The structure of a graph, exactly: each node's own hash, its operands by position and its
+// parameter, then the outputs and the binding mode.
+std::vector<uint64_t> GraphKey(const kernels::Graph& graph) {
   absl::flat_hash_map<const Node*, int> index;
   for (size_t i = 0; i < graph.nodes.size(); ++i) index[graph.nodes[i]] = static_cast<int>(i);
-  graph.param_of.assign(graph.nodes.size(), -1);
-  std::vector<const ir::Storage*> params;
-  absl::flat_hash_map<backend::BufferId, int> param_of_buffer;  // parameters de-duplicated by buffer id
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const Node& n = *graph.nodes[i];
-    if (n.op != ir::Op::kBuffer) continue;
-    auto [it, inserted] = param_of_buffer.emplace(n.storage->id(), static_cast<int>(params.size()));
-    if (inserted) {
-      if (!n.storage->manager().IsWritten(n.storage->id())) {
-        if (n.storage->placeholder()) {
-          return absl::FailedPreconditionError(PlaceholderMessage(n, n.storage->device()));
-        }
-        return n.storage->manager().CheckReadable(n.storage->id());
-      }
-      params.push_back(n.storage.get());
-    }
-    graph.param_of[i] = it->second;
-  }
-  graph.num_params = static_cast<int>(params.size());
-  for (const Node* out : outputs) graph.outputs.push_back(index.at(out));
-
-  // The structure of the graph, exactly: each node's own hash, its operands by position and
-  // its parameter, then the outputs.
   std::vector<uint64_t> key;
-  key.reserve(graph.nodes.size() * 3 + graph.outputs.size());
+  key.reserve(graph.nodes.size() * 3 + graph.outputs.size() + 1);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     key.push_back(graph.nodes[i]->hash);
-    for (const ir::NodePtr& o : graph.nodes[i]->operands) key.push_back(static_cast<uint64_t>(index.at(o.get())));
+    for (const ir::NodePtr& o : graph.nodes[i]->operands)
+      key.push_back(static_cast<uint64_t>(index.at(o.get())));
     key.push_back(static_cast<uint64_t>(graph.param_of[i] + 1));
   }
   for (int o : graph.outputs) key.push_back(static_cast<uint64_t>(o));
-  const uint64_t hash = absl::HashOf(key);
+  key.push_back(graph.bind_offsets ? 1 : 0);
+  return key;
+}
 
-  auto& cache = GraphCache(device_index);
-  CachedPlan* cached = nullptr;
-  if (auto it = cache.find(hash); it != cache.end() && it->second->key == key) {
-    cached = it->second.get();
-    backend::metrics::Add("GraphCacheHits", 1);
-  } else {
-    absl::StatusOr<kernels::Plan> plan = kernels::Lower(graph, TargetOf(device));
-    if (!plan.ok()) return plan.status();
-    if (cache.size() >= kMaxCachedGraphs) cache.clear();
-    auto entry = std::make_unique<CachedPlan>();
-    entry->key = std::move(key);
-    entry->plan = *std::move(plan);
-    entry->kernels.assign(entry->plan.kernels.size(), nullptr);
-    cached = entry.get();
-    cache[hash] = std::move(entry);
-    backend::metrics::Add("GraphCompiles", 1);
-    if (settings.debug >= 2) std::fprintf(stderr, "lazycl: graph %016llx IR:\n%s", static_cast<unsigned long long>(hash), GraphText(graph).c_str());
-    if (settings.debug >= 3) std::fprintf(stderr, "lazycl: graph %016llx OpenCL C:\n%s", static_cast<unsigned long long>(hash), PlanSource(cached->plan).c_str());
-    if (!settings.dump_dir.empty()) DumpGraph(settings.dump_dir, hash, graph, cached->plan);
+// Computes the pending tensors of one device as one graph.
+absl::Status RunGraph(int device_index, const std::vector<TensorImpl*>& tensors) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<const Node*> outputs;
+  absl::flat_hash_map<const Node*, int> output_of;
+  for (TensorImpl* t : tensors) {
+    if (output_of.emplace(t->node.get(), static_cast<int>(outputs.size())).second)
+      outputs.push_back(t->node.get());
   }
-  const kernels::Plan& plan = cached->plan;
+  BuiltGraph built = BuildGraph(outputs, /*bind_offsets=*/false);
+  // Placeholders are caught before anything runs, with the message that names them.
+  for (size_t i = 0; i < built.graph.nodes.size(); ++i) {
+    const Node& n = *built.graph.nodes[i];
+    if (n.op != ir::Op::kBuffer || n.storage->manager().IsWritten(n.storage->id())) continue;
+    if (n.storage->placeholder())
+      return absl::FailedPreconditionError(PlaceholderMessage(n, n.storage->device()));
+    return n.storage->manager().CheckReadable(n.storage->id());
+  }
+  absl::StatusOr<CachedPlan*> plan = PreparePlan(device_index, built.graph);
+  if (!plan.ok()) return plan.status();
 
-  // Buffers: outputs become the tensors' new storage; temps live until their last reader.
-  backend::BufferManager& buffers = device.buffers();
+  backend::BufferManager& buffers = OpenClDevice(device_index).buffers();
   const Device where = Device::opencl(device_index);
-  std::vector<std::shared_ptr<ir::Storage>> results;
+  std::vector<Binding> params;
+  for (auto& storage : built.params) params.push_back({storage, 0});
+  std::vector<Binding> results;
   for (size_t k = 0; k < outputs.size(); ++k) {
-    results.push_back(std::make_shared<ir::Storage>(
-        where, &buffers, plan.output_bytes[k],
-        absl::StrCat("result ", dtype_name(outputs[k]->dtype), ir::ShapeString(outputs[k]->shape))));
-    if (plan.output_bytes[k] == 0) {
-      if (absl::Status s = buffers.PrepareWrite(results.back()->id()); !s.ok()) return s;
-    }
+    results.push_back(
+        {std::make_shared<ir::Storage>(where, &buffers, OutputBytes(**plan)[k],
+                                       absl::StrCat("result ", dtype_name(outputs[k]->dtype),
+                                                    ir::ShapeString(outputs[k]->shape))),
+         0});
   }
-  std::vector<std::unique_ptr<ir::Storage>> temps(plan.temp_bytes.size());
-  for (size_t t = 0; t < temps.size(); ++t) {
-    temps[t] = std::make_unique<ir::Storage>(where, &buffers, plan.temp_bytes[t], "intermediate");
-    if (plan.temp_bytes[t] == 0) {
-      if (absl::Status s = buffers.PrepareWrite(temps[t]->id()); !s.ok()) return s;
-    }
-  }
-  auto buffer_id = [&](const kernels::BufferRef& ref) -> backend::BufferId {
-    switch (ref.kind) {
-      case kernels::BufferRef::Kind::kParam:
-        return params[ref.index]->id();
-      case kernels::BufferRef::Kind::kOutput:
-        return results[ref.index]->id();
-      case kernels::BufferRef::Kind::kTemp:
-        return temps[ref.index]->id();
-    }
-    return 0;
-  };
-
-  std::vector<backend::KernelArg> args;
-  for (size_t k = 0; k < plan.kernels.size(); ++k) {
-    const kernels::KernelSpec& spec = plan.kernels[k];
-    if (cached->kernels[k] == nullptr) {
-      absl::StatusOr<const backend::Kernel*> kernel = device.GetKernel(spec.source, spec.options, spec.name);
-      if (!kernel.ok()) return kernel.status();
-      cached->kernels[k] = *kernel;
-    }
-    args.clear();
-    for (const kernels::KernelArgSpec& a : spec.args) {
-      switch (a.kind) {
-        case kernels::KernelArgSpec::Kind::kBuffer:
-          args.push_back(a.written ? backend::KernelArg::Write(buffer_id(a.buffer))
-                                   : backend::KernelArg::Read(buffer_id(a.buffer)));
-          break;
-        case kernels::KernelArgSpec::Kind::kInt32:
-          args.push_back(backend::KernelArg::Int32(static_cast<int32_t>(a.value)));
-          break;
-        case kernels::KernelArgSpec::Kind::kInt64:
-          args.push_back(backend::KernelArg::Int64(a.value));
-          break;
-      }
-    }
-    if (absl::Status s = device.Launch(cached->kernels[k], args, spec.global, spec.local); !s.ok()) return s;
-    for (size_t t = 0; t < temps.size(); ++t) {
-      if (plan.temp_last_use[t] == static_cast<int>(k)) temps[t].reset();
-    }
-  }
+  if (absl::Status s = Execute(device_index, **plan, params, results); !s.ok()) return s;
 
   for (TensorImpl* t : tensors) {
     const int k = output_of.at(t->node.get());
-    t->node = ir::MakeBuffer(results[k], t->node->dtype, t->node->shape);
+    t->node = ir::MakeBuffer(results[k].storage, t->node->dtype, t->node->shape);
   }
-  if (settings.debug >= 1) {
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "lazycl: graph %016llx on cl:%d: %zu nodes, %zu kernels, %zu params, %.3f ms host\n",
-                 static_cast<unsigned long long>(hash), device_index, graph.nodes.size(), plan.kernels.size(),
-                 params.size(), ms);
+  if (Settings().debug >= 1) {
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(
+        stderr,
+        "lazycl: graph %016llx on cl:%d: %zu nodes, %zu kernels, %zu params, %.3f ms host\n",
+        static_cast<unsigned long long>((*plan)->hash), device_index, built.graph.nodes.size(),
+        (*plan)->plan.kernels.size(), params.size(), ms);
   }
   return absl::OkStatus();
 }
@@ -222,15 +153,148 @@ absl::Status RunGraph(int device_index, const std::vector<TensorImpl*>& tensors)
 }  // namespace
 
 std::string PlaceholderMessage(const Node& leaf, const Device& device) {
-  return absl::StrCat("tensor ", dtype_name(leaf.dtype), ir::ShapeString(leaf.shape), " on ", device.str(),
-                      " is a placeholder: it has a shape, a dtype and a device but no data, so its values "
-                      "cannot be read or computed with (pass real data where this value is needed)");
+  return absl::StrCat(
+      "tensor ", dtype_name(leaf.dtype), ir::ShapeString(leaf.shape), " on ", device.str(),
+      " is a placeholder: it has a shape, a dtype and a device but no data, so its values "
+      "cannot be read or computed with (pass real data where this value is needed)");
+}
+
+BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets) {
+  BuiltGraph built;
+  kernels::Graph& graph = built.graph;
+  graph.bind_offsets = bind_offsets;
+  graph.nodes = TopologicalOrder(outputs);
+  absl::flat_hash_map<const Node*, int> index;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) index[graph.nodes[i]] = static_cast<int>(i);
+  graph.param_of.assign(graph.nodes.size(), -1);
+  absl::flat_hash_map<backend::BufferId, int>
+      param_of_buffer;  // parameters de-duplicated by buffer id
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node& n = *graph.nodes[i];
+    if (n.op != ir::Op::kBuffer) continue;
+    auto [it, inserted] =
+        param_of_buffer.emplace(n.storage->id(), static_cast<int>(built.params.size()));
+    if (inserted) built.params.push_back(n.storage);
+    graph.param_of[i] = it->second;
+  }
+  graph.num_params = static_cast<int>(built.params.size());
+  for (const Node* out : outputs) graph.outputs.push_back(index.at(out));
+  return built;
+}
+
+absl::StatusOr<CachedPlan*> PreparePlan(int device_index, const kernels::Graph& graph) {
+  backend::Device& device = OpenClDevice(device_index);
+  const backend::Settings& settings = Settings();
+  std::vector<uint64_t> key = GraphKey(graph);
+  const uint64_t hash = absl::HashOf(key);
+  auto& cache = GraphCache(device_index);
+  if (auto it = cache.find(hash); it != cache.end() && it->second->key == key) {
+    backend::metrics::Add("GraphCacheHits", 1);
+    return it->second.get();
+  }
+  absl::StatusOr<kernels::Plan> plan = kernels::Lower(graph, TargetOf(device));
+  if (!plan.ok()) return plan.status();
+  if (cache.size() >= kMaxCachedGraphs) cache.clear();
+  auto entry = std::make_unique<CachedPlan>();
+  entry->hash = hash;
+  entry->key = std::move(key);
+  entry->plan = *std::move(plan);
+  entry->kernels.assign(entry->plan.kernels.size(), nullptr);
+  CachedPlan* cached = entry.get();
+  cache[hash] = std::move(entry);
+  backend::metrics::Add("GraphCompiles", 1);
+  if (settings.debug >= 2) {
+    std::fprintf(stderr, "lazycl: graph %016llx IR:\n%s", static_cast<unsigned long long>(hash),
+                 GraphText(graph).c_str());
+  }
+  if (settings.debug >= 3) {
+    std::fprintf(stderr, "lazycl: graph %016llx OpenCL C:\n%s",
+                 static_cast<unsigned long long>(hash), PlanSource(cached->plan).c_str());
+  }
+  if (!settings.dump_dir.empty()) DumpGraph(settings.dump_dir, hash, graph, cached->plan);
+  return cached;
+}
+
+const std::vector<size_t>& OutputBytes(const CachedPlan& plan) { return plan.plan.output_bytes; }
+
+absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Binding> params,
+                     std::span<const Binding> outputs) {
+  backend::Device& device = OpenClDevice(device_index);
+  backend::BufferManager& buffers = device.buffers();
+  const kernels::Plan& plan = cached.plan;
+  const Device where = Device::opencl(device_index);
+  // Size-0 results are written by no kernel but still hold (no) data.
+  for (const Binding& out : outputs) {
+    if (out.storage->bytes() == 0 && !buffers.IsWritten(out.storage->id())) {
+      if (absl::Status s = buffers.PrepareWrite(out.storage->id()); !s.ok()) return s;
+    }
+  }
+  // Intermediates live from their first writer to their last reader; freed ones go back to
+  // the pool, where later intermediates of the same size find them.
+  std::vector<std::unique_ptr<ir::Storage>> temps(plan.temp_bytes.size());
+  for (size_t t = 0; t < temps.size(); ++t) {
+    temps[t] = std::make_unique<ir::Storage>(where, &buffers, plan.temp_bytes[t], "intermediate");
+    if (plan.temp_bytes[t] == 0) {
+      if (absl::Status s = buffers.PrepareWrite(temps[t]->id()); !s.ok()) return s;
+    }
+  }
+  auto binding = [&](const kernels::BufferRef& ref) -> std::pair<backend::BufferId, int64_t> {
+    switch (ref.kind) {
+      case kernels::BufferRef::Kind::kParam:
+        return {params[ref.index].storage->id(), params[ref.index].offset};
+      case kernels::BufferRef::Kind::kOutput:
+        return {outputs[ref.index].storage->id(), outputs[ref.index].offset};
+      case kernels::BufferRef::Kind::kTemp:
+        return {temps[ref.index]->id(), 0};
+    }
+    return {0, 0};
+  };
+
+  std::vector<backend::KernelArg> args;
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const kernels::KernelSpec& spec = plan.kernels[k];
+    if (cached.kernels[k] == nullptr) {
+      absl::StatusOr<const backend::Kernel*> kernel =
+          device.GetKernel(spec.source, spec.options, spec.name);
+      if (!kernel.ok()) return kernel.status();
+      cached.kernels[k] = *kernel;
+    }
+    args.clear();
+    for (const kernels::KernelArgSpec& a : spec.args) {
+      switch (a.kind) {
+        case kernels::KernelArgSpec::Kind::kBuffer: {
+          const backend::BufferId id = binding(a.buffer).first;
+          args.push_back(a.written ? backend::KernelArg::Write(id) : backend::KernelArg::Read(id));
+          break;
+        }
+        case kernels::KernelArgSpec::Kind::kInt32:
+          args.push_back(backend::KernelArg::Int32(static_cast<int32_t>(a.value)));
+          break;
+        case kernels::KernelArgSpec::Kind::kInt64:
+          args.push_back(backend::KernelArg::Int64(a.value));
+          break;
+        case kernels::KernelArgSpec::Kind::kOffset: {
+          const int64_t value = a.value + binding(a.buffer).second;
+          args.push_back(a.wide ? backend::KernelArg::Int64(value)
+                                : backend::KernelArg::Int32(static_cast<int32_t>(value)));
+          break;
+        }
+      }
+    }
+    if (absl::Status s = device.Launch(cached.kernels[k], args, spec.global, spec.local); !s.ok())
+      return s;
+    for (size_t t = 0; t < temps.size(); ++t) {
+      if (plan.temp_last_use[t] == static_cast<int>(k)) temps[t].reset();
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Materialize(const std::vector<TensorImpl*>& tensors) {
   std::map<int, std::vector<TensorImpl*>> by_device;
   for (TensorImpl* t : tensors) {
-    if (t->device.is_opencl() && t->node->op != ir::Op::kBuffer) by_device[t->device.index()].push_back(t);
+    if (t->device.is_opencl() && t->node->op != ir::Op::kBuffer)
+      by_device[t->device.index()].push_back(t);
   }
   for (auto& [device, group] : by_device) {
     if (absl::Status s = RunGraph(device, group); !s.ok()) return s;

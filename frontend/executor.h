@@ -1,10 +1,15 @@
 #pragma once
 
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "frontend/storage.h"
 #include "frontend/tensor_impl.h"
+#include "kernels/graph.h"
 
 // The graph executor: the one place that knows the IR, the lowering and the backend.
 namespace lazycl::frontend {
@@ -21,5 +26,36 @@ absl::Status Materialize(const std::vector<TensorImpl*>& tensors);
 
 // The message for reading a placeholder: names the word, the shape, the dtype and the device.
 std::string PlaceholderMessage(const ir::Node& leaf, const Device& device);
+
+// The lower-level path, used by scan to run one compiled graph many times.
+//
+// A graph over `outputs` (unique nodes): its topological order and the storage behind each
+// parameter (Buffer leaves de-duplicated by buffer id). The nodes stay owned by the caller.
+struct BuiltGraph {
+  kernels::Graph graph;
+  std::vector<std::shared_ptr<ir::Storage>> params;
+};
+BuiltGraph BuildGraph(const std::vector<const ir::Node*>& outputs, bool bind_offsets);
+
+// A compiled graph, owned by the executor's cache of one device.
+struct CachedPlan;
+
+// Finds the plan of `graph` in the device's cache (GraphCacheHits) or lowers it
+// (GraphCompiles).
+absl::StatusOr<CachedPlan*> PreparePlan(int device, const kernels::Graph& graph);
+
+// A buffer bound to a parameter or an output, at an element offset (non-zero only in graphs
+// built with bind_offsets).
+struct Binding {
+  std::shared_ptr<ir::Storage> storage;
+  int64_t offset = 0;
+};
+
+// Output sizes of a plan, in bytes.
+const std::vector<size_t>& OutputBytes(const CachedPlan& plan);
+
+// Enqueues the plan's kernels with parameters and outputs bound as given; does not wait.
+absl::Status Execute(int device, CachedPlan& plan, std::span<const Binding> params,
+                     std::span<const Binding> outputs);
 
 }  // namespace lazycl::frontend

@@ -31,14 +31,16 @@ void CheckShape(const std::vector<int64_t>& shape, absl::string_view op) {
 }
 
 template <class T>
-Tensor FromVector(const std::vector<T>& data, std::vector<int64_t> shape, DType dtype, std::optional<Device> device) {
+Tensor FromVector(const std::vector<T>& data, std::vector<int64_t> shape, DType dtype,
+                  std::optional<Device> device) {
   CheckShape(shape, "tensor");
   if (ir::NumElements(shape) != static_cast<int64_t>(data.size())) {
-    Throw(absl::InvalidArgumentError(absl::StrCat("tensor: ", data.size(), " values do not fill shape ",
-                                                  ir::ShapeString(shape), " (", ir::NumElements(shape),
-                                                  " elements)")));
+    Throw(absl::InvalidArgumentError(
+        absl::StrCat("tensor: ", data.size(), " values do not fill shape ", ir::ShapeString(shape),
+                     " (", ir::NumElements(shape), " elements)")));
   }
-  return frontend::FromHostBytes(data.data(), data.size() * sizeof(T), dtype, std::move(shape), Resolve(device));
+  return frontend::FromHostBytes(data.data(), data.size() * sizeof(T), dtype, std::move(shape),
+                                 Resolve(device));
 }
 
 // A counter-based generator (splitmix64 of seed and index): the same values on every device,
@@ -58,7 +60,8 @@ Tensor Random(std::vector<int64_t> shape, DType dtype, std::optional<Device> dev
               const auto& sample) {
   CheckShape(shape, op);
   if (dtype != DType::f32) {
-    Throw(absl::InvalidArgumentError(absl::StrCat(op, ": expected a floating dtype, got ", dtype_name(dtype))));
+    Throw(absl::InvalidArgumentError(
+        absl::StrCat(op, ": expected a floating dtype, got ", dtype_name(dtype))));
   }
   std::vector<float> values(static_cast<size_t>(ir::NumElements(shape)));
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(sample(i));
@@ -76,7 +79,8 @@ Tensor tensor(std::vector<int32_t> data, std::vector<int64_t> shape, std::option
 Tensor tensor(std::vector<int64_t> data, std::vector<int64_t> shape, std::optional<Device> device) {
   return FromVector(data, std::move(shape), DType::i64, device);
 }
-Tensor tensor_bool(std::vector<uint8_t> data, std::vector<int64_t> shape, std::optional<Device> device) {
+Tensor tensor_bool(std::vector<uint8_t> data, std::vector<int64_t> shape,
+                   std::optional<Device> device) {
   for (uint8_t& b : data) b = b != 0;
   return FromVector(data, std::move(shape), DType::boolean, device);
 }
@@ -94,7 +98,8 @@ Tensor ones(std::vector<int64_t> shape, DType dtype, std::optional<Device> devic
 
 Tensor arange(int64_t n, DType dtype, std::optional<Device> device) {
   if (n < 0) Throw(absl::InvalidArgumentError(absl::StrCat("arange: n = ", n, " is negative")));
-  if (dtype == DType::boolean) Throw(absl::InvalidArgumentError("arange: bool is not a numeric dtype"));
+  if (dtype == DType::boolean)
+    Throw(absl::InvalidArgumentError("arange: bool is not a numeric dtype"));
   return frontend::Wrap(ir::MakeIota(dtype, n), Resolve(device));
 }
 
@@ -116,14 +121,16 @@ Tensor rand(std::vector<int64_t> shape, uint64_t seed, double low, double high, 
 Tensor placeholder(std::vector<int64_t> shape, DType dtype, Device device, bool requires_grad) {
   CheckShape(shape, "placeholder");
   if (requires_grad && !is_floating(dtype)) {
-    Throw(absl::InvalidArgumentError(
-        absl::StrCat("placeholder: only floating tensors can require gradients, got ", dtype_name(dtype))));
+    Throw(absl::InvalidArgumentError(absl::StrCat(
+        "placeholder: only floating tensors can require gradients, got ", dtype_name(dtype))));
   }
-  backend::BufferManager* manager = device.is_host() ? static_cast<backend::BufferManager*>(&backend::HostMemory())
-                                                     : &frontend::OpenClDevice(device.index()).buffers();
+  backend::BufferManager* manager =
+      device.is_host() ? static_cast<backend::BufferManager*>(&backend::HostMemory())
+                       : &frontend::OpenClDevice(device.index()).buffers();
   const size_t bytes = static_cast<size_t>(ir::NumElements(shape)) * dtype_size(dtype);
   auto storage = std::make_shared<ir::Storage>(
-      device, manager, bytes, absl::StrCat("placeholder ", dtype_name(dtype), ir::ShapeString(shape)), true);
+      device, manager, bytes,
+      absl::StrCat("placeholder ", dtype_name(dtype), ir::ShapeString(shape)), true);
   auto impl = std::make_shared<TensorImpl>();
   impl->node = ir::MakeBuffer(std::move(storage), dtype, std::move(shape));
   impl->device = device;

@@ -24,7 +24,8 @@ std::string GraphText(const kernels::Graph& graph) {
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const ir::Node& n = *graph.nodes[i];
     std::vector<std::string> operands;
-    for (const ir::NodePtr& o : n.operands) operands.push_back(absl::StrCat("%", index.at(o.get())));
+    for (const ir::NodePtr& o : n.operands)
+      operands.push_back(absl::StrCat("%", index.at(o.get())));
     absl::StrAppend(&out, "%", i, " = ", ir::NodeString(n));
     if (!operands.empty()) absl::StrAppend(&out, " (", absl::StrJoin(operands, ", "), ")");
     if (graph.param_of[i] >= 0) absl::StrAppend(&out, " param ", graph.param_of[i]);
@@ -40,7 +41,8 @@ std::string GraphDot(const kernels::Graph& graph) {
   auto index = Indices(graph);
   std::string out = "digraph lazycl {\n  node [shape=box, fontname=monospace];\n";
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    absl::StrAppend(&out, "  n", i, " [label=\"%", i, " ", ir::NodeString(*graph.nodes[i]), "\"];\n");
+    absl::StrAppend(&out, "  n", i, " [label=\"%", i, " ", ir::NodeString(*graph.nodes[i]),
+                    "\"];\n");
     for (const ir::NodePtr& o : graph.nodes[i]->operands) {
       absl::StrAppend(&out, "  n", index.at(o.get()), " -> n", i, ";\n");
     }
@@ -60,7 +62,8 @@ std::string PlanSource(const kernels::Plan& plan) {
   return out;
 }
 
-void DumpGraph(const std::string& dir, uint64_t key, const kernels::Graph& graph, const kernels::Plan& plan) {
+void DumpGraph(const std::string& dir, uint64_t key, const kernels::Graph& graph,
+               const kernels::Plan& plan) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   const std::string base = absl::StrCat(dir, "/graph_", absl::Hex(key, absl::kZeroPad16));

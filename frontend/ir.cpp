@@ -35,8 +35,8 @@ const OpCategory kOpCategory[] = {
 // covers op, dtype, shape, args, the Constant value and the operands' hashes; the Constant
 // value is tagged so that an absent value never collides with a present one.
 NodePtr Finish(Node node) {
-  uint64_t h = absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape,
-                            node.args);
+  uint64_t h =
+      absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape, node.args);
   if (node.op == Op::kConstant) h = absl::HashOf(h, 0x9e3779b97f4a7c15ull, node.value);
   int64_t pending = IsLeaf(node.op) ? 0 : 1;
   for (const NodePtr& operand : node.operands) {
@@ -64,10 +64,13 @@ int64_t NumElements(const Shape& shape) {
   return n;
 }
 
-std::string ShapeString(const Shape& shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
+std::string ShapeString(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
 
 std::string NodeString(const Node& node) {
-  std::string s = absl::StrCat(OpName(node.op), " ", dtype_name(node.dtype), ShapeString(node.shape));
+  std::string s =
+      absl::StrCat(OpName(node.op), " ", dtype_name(node.dtype), ShapeString(node.shape));
   if (!node.args.empty()) absl::StrAppend(&s, " args=(", absl::StrJoin(node.args, ","), ")");
   if (node.op == Op::kConstant) absl::StrAppend(&s, " value=", node.value);
   return s;
@@ -97,8 +100,9 @@ NodePtr MakeConstant(double value, DType dtype, Shape shape) {
     value = std::isnan(value) ? 0 : std::trunc(std::clamp(value, lo, hi));
   }
   if (dtype == DType::f32 && std::isfinite(value)) {
-    value = std::fabs(value) > std::numeric_limits<float>::max() ? std::copysign(INFINITY, value)
-                                                                 : static_cast<double>(static_cast<float>(value));
+    value = std::fabs(value) > std::numeric_limits<float>::max()
+                ? std::copysign(INFINITY, value)
+                : static_cast<double>(static_cast<float>(value));
   }
   n.value = value;
   return Finish(std::move(n));
@@ -119,19 +123,22 @@ absl::StatusOr<NodePtr> MakeUnary(Op op, NodePtr x) {
   switch (op) {
     case Op::kNot:
       if (x->dtype != DType::boolean) {
-        return Invalid("logical_not", absl::StrCat("expected a bool tensor, got ", dtype_name(x->dtype)));
+        return Invalid("logical_not",
+                       absl::StrCat("expected a bool tensor, got ", dtype_name(x->dtype)));
       }
       break;
     case Op::kNeg:
     case Op::kAbs:
     case Op::kRelu:
       if (x->dtype == DType::boolean) {
-        return Invalid(OpName(op), "not defined for bool tensors; cast to an integer or float dtype first");
+        return Invalid(OpName(op),
+                       "not defined for bool tensors; cast to an integer or float dtype first");
       }
       break;
     default:
       if (!is_floating(x->dtype)) {
-        return Invalid(OpName(op), absl::StrCat("expected a floating tensor, got ", dtype_name(x->dtype)));
+        return Invalid(OpName(op),
+                       absl::StrCat("expected a floating tensor, got ", dtype_name(x->dtype)));
       }
   }
   Node n;
@@ -157,15 +164,16 @@ absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b) {
     return Invalid(OpName(op), "not a binary op");
   }
   if (a->shape != b->shape) {
-    return Invalid(OpName(op), absl::StrCat("operand shapes differ: ", ShapeString(a->shape), " and ",
-                                            ShapeString(b->shape)));
+    return Invalid(OpName(op), absl::StrCat("operand shapes differ: ", ShapeString(a->shape),
+                                            " and ", ShapeString(b->shape)));
   }
   if (a->dtype != b->dtype) {
-    return Invalid(OpName(op), absl::StrCat("operand dtypes differ: ", dtype_name(a->dtype), " and ",
-                                            dtype_name(b->dtype)));
+    return Invalid(OpName(op), absl::StrCat("operand dtypes differ: ", dtype_name(a->dtype),
+                                            " and ", dtype_name(b->dtype)));
   }
   if ((op == Op::kDiv || op == Op::kPow) && !is_floating(a->dtype)) {
-    return Invalid(OpName(op), absl::StrCat("expected floating operands, got ", dtype_name(a->dtype)));
+    return Invalid(OpName(op),
+                   absl::StrCat("expected floating operands, got ", dtype_name(a->dtype)));
   }
   if (c == OpCategory::Binary && a->dtype == DType::boolean) {
     return Invalid(OpName(op), "arithmetic is not defined on bool tensors");
@@ -203,9 +211,10 @@ absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape) {
     if (d < 0) return Invalid("reshape", absl::StrCat("negative size in ", ShapeString(shape)));
   }
   if (NumElements(shape) != NumElements(x->shape)) {
-    return Invalid("reshape", absl::StrCat("cannot reshape ", ShapeString(x->shape), " (",
-                                           NumElements(x->shape), " elements) to ", ShapeString(shape),
-                                           " (", NumElements(shape), " elements)"));
+    return Invalid(
+        "reshape",
+        absl::StrCat("cannot reshape ", ShapeString(x->shape), " (", NumElements(x->shape),
+                     " elements) to ", ShapeString(shape), " (", NumElements(shape), " elements)"));
   }
   Node n;
   n.op = Op::kReshape;
@@ -225,8 +234,9 @@ absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm) {
     if (ok) seen[p] = true;
   }
   if (!ok) {
-    return Invalid("permute", absl::StrCat("(", absl::StrJoin(perm, ","), ") is not a permutation of the ",
-                                           rank, " dims of ", ShapeString(x->shape)));
+    return Invalid("permute",
+                   absl::StrCat("(", absl::StrJoin(perm, ","), ") is not a permutation of the ",
+                                rank, " dims of ", ShapeString(x->shape)));
   }
   Node n;
   n.op = Op::kPermute;
@@ -260,8 +270,9 @@ absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape 
     ok = starts[d] >= 0 && shape[d] >= 0 && starts[d] + shape[d] <= x->shape[d];
   }
   if (!ok) {
-    return Invalid("slice", absl::StrCat("window at (", absl::StrJoin(starts, ","), ") of size ",
-                                         ShapeString(shape), " does not fit in ", ShapeString(x->shape)));
+    return Invalid("slice",
+                   absl::StrCat("window at (", absl::StrJoin(starts, ","), ") of size ",
+                                ShapeString(shape), " does not fit in ", ShapeString(x->shape)));
   }
   Node n;
   n.op = Op::kSlice;
@@ -278,8 +289,9 @@ absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape sh
     ok = before[d] >= 0 && before[d] + x->shape[d] <= shape[d];
   }
   if (!ok) {
-    return Invalid("pad", absl::StrCat(ShapeString(x->shape), " placed at (", absl::StrJoin(before, ","),
-                                       ") does not fit in ", ShapeString(shape)));
+    return Invalid("pad",
+                   absl::StrCat(ShapeString(x->shape), " placed at (", absl::StrJoin(before, ","),
+                                ") does not fit in ", ShapeString(shape)));
   }
   Node n;
   n.op = Op::kPad;
@@ -295,8 +307,9 @@ absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes) 
   const int64_t rank = static_cast<int64_t>(x->shape.size());
   for (size_t i = 0; i < axes.size(); ++i) {
     if (axes[i] < 0 || axes[i] >= rank || (i > 0 && axes[i] <= axes[i - 1])) {
-      return Invalid(OpName(op), absl::StrCat("axes (", absl::StrJoin(axes, ","),
-                                              ") are not sorted unique dims of ", ShapeString(x->shape)));
+      return Invalid(OpName(op),
+                     absl::StrCat("axes (", absl::StrJoin(axes, ","),
+                                  ") are not sorted unique dims of ", ShapeString(x->shape)));
     }
   }
   if (op == Op::kSum && (x->dtype == DType::boolean || x->dtype == DType::i32)) {
@@ -305,8 +318,8 @@ absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes) 
   if (op == Op::kMax) {
     for (int64_t a : axes) {
       if (x->shape[a] == 0) {
-        return Invalid("max", absl::StrCat("cannot reduce an empty dim ", a, " of ", ShapeString(x->shape),
-                                           ": max has no identity"));
+        return Invalid("max", absl::StrCat("cannot reduce an empty dim ", a, " of ",
+                                           ShapeString(x->shape), ": max has no identity"));
       }
     }
   }
@@ -324,20 +337,22 @@ absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
   const Shape& sa = a->shape;
   const Shape& sb = b->shape;
   if (sa.size() < 2 || sb.size() < 2 || sa.size() != sb.size()) {
-    return Invalid("matmul", absl::StrCat("expected operands of equal rank >= 2, got ", ShapeString(sa),
-                                          " and ", ShapeString(sb)));
+    return Invalid("matmul", absl::StrCat("expected operands of equal rank >= 2, got ",
+                                          ShapeString(sa), " and ", ShapeString(sb)));
   }
   const size_t r = sa.size();
   if (sa[r - 1] != sb[r - 2]) {
-    return Invalid("matmul", absl::StrCat("inner dimensions differ: ", ShapeString(sa), " @ ",
-                                          ShapeString(sb), " (", sa[r - 1], " vs ", sb[r - 2], ")"));
+    return Invalid(
+        "matmul", absl::StrCat("inner dimensions differ: ", ShapeString(sa), " @ ", ShapeString(sb),
+                               " (", sa[r - 1], " vs ", sb[r - 2], ")"));
   }
   if (!std::equal(sa.begin(), sa.end() - 2, sb.begin())) {
-    return Invalid("matmul", absl::StrCat("batch dimensions differ: ", ShapeString(sa), " @ ", ShapeString(sb)));
+    return Invalid("matmul", absl::StrCat("batch dimensions differ: ", ShapeString(sa), " @ ",
+                                          ShapeString(sb)));
   }
   if (a->dtype != b->dtype || a->dtype == DType::boolean) {
-    return Invalid("matmul", absl::StrCat("expected equal numeric dtypes, got ", dtype_name(a->dtype), " and ",
-                                          dtype_name(b->dtype)));
+    return Invalid("matmul", absl::StrCat("expected equal numeric dtypes, got ",
+                                          dtype_name(a->dtype), " and ", dtype_name(b->dtype)));
   }
   Node n;
   n.op = Op::kMatmul;
@@ -346,6 +361,45 @@ absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
   n.shape[r - 1] = sb[r - 1];
   n.operands = {std::move(a), std::move(b)};
   return Finish(std::move(n));
+}
+
+std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
+                                const absl::flat_hash_map<const Node*, NodePtr>& replace) {
+  absl::flat_hash_map<const Node*, NodePtr> done(replace.begin(), replace.end());
+  // Iterative post-order, so that deep graphs do not exhaust the stack.
+  std::vector<std::pair<const NodePtr*, size_t>> stack;
+  for (const NodePtr& root : roots) {
+    if (done.contains(root.get())) continue;
+    stack.push_back({&root, 0});
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      const Node& n = **node;
+      if (next < n.operands.size()) {
+        const NodePtr& operand = n.operands[next++];
+        if (!done.contains(operand.get())) stack.push_back({&operand, 0});
+        continue;
+      }
+      bool changed = false;
+      std::vector<NodePtr> operands;
+      operands.reserve(n.operands.size());
+      for (const NodePtr& operand : n.operands) {
+        operands.push_back(done.at(operand.get()));
+        changed = changed || operands.back() != operand;
+      }
+      if (!changed) {
+        done[&n] = *node;
+      } else {
+        Node copy = n;
+        copy.operands = std::move(operands);
+        done[&n] = Finish(std::move(copy));
+      }
+      stack.pop_back();
+    }
+  }
+  std::vector<NodePtr> out;
+  out.reserve(roots.size());
+  for (const NodePtr& root : roots) out.push_back(done.at(root.get()));
+  return out;
 }
 
 }  // namespace lazycl::ir

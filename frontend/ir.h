@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "frontend/op_table.h"
 #include "lazycl/dtype.h"
@@ -64,5 +65,10 @@ absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape sh
 absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes);
 // a [B.., M, K] and b [B.., K, N] with equal batch dims -> [B.., M, N].
 absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b);
+
+// Rebuilds `roots` with every node in `replace` swapped for its replacement (shapes and dtypes
+// must match); nodes that reach no replaced node are shared, not copied.
+std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
+                                const absl::flat_hash_map<const Node*, NodePtr>& replace);
 
 }  // namespace lazycl::ir

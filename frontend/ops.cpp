@@ -31,8 +31,8 @@ using ir::Shape;
 int64_t NormalizeDim(int64_t dim, int64_t rank, absl::string_view op, bool inclusive_end = false) {
   const int64_t limit = inclusive_end ? rank + 1 : rank;
   if (dim < -limit || dim >= limit) {
-    Invalid(op, absl::StrCat("dim ", dim, " is out of range for a tensor of rank ", rank, " (expected ", -limit,
-                             " <= dim < ", limit, ")"));
+    Invalid(op, absl::StrCat("dim ", dim, " is out of range for a tensor of rank ", rank,
+                             " (expected ", -limit, " <= dim < ", limit, ")"));
   }
   return dim < 0 ? dim + limit : dim;
 }
@@ -56,8 +56,9 @@ Shape BroadcastShapes(const std::vector<const Shape*>& shapes, absl::string_view
       } else if (v != 1 && v != o) {
         std::vector<std::string> names;
         for (const Shape* t : shapes) names.push_back(ir::ShapeString(*t));
-        Invalid(op, absl::StrCat("shapes ", absl::StrJoin(names, " and "), " cannot be broadcast together (dim ",
-                                 offset + d, ": ", o, " vs ", v, ")"));
+        Invalid(op, absl::StrCat("shapes ", absl::StrJoin(names, " and "),
+                                 " cannot be broadcast together (dim ", offset + d, ": ", o, " vs ",
+                                 v, ")"));
       }
     }
   }
@@ -120,8 +121,8 @@ std::vector<int64_t> ReduceAxes(const Tensor& x, std::vector<int64_t> dims, absl
   return dims;
 }
 
-Tensor Reduce(Op op, const Tensor& x, std::vector<int64_t> dims, bool keepdim, absl::string_view name,
-              DType compute) {
+Tensor Reduce(Op op, const Tensor& x, std::vector<int64_t> dims, bool keepdim,
+              absl::string_view name, DType compute) {
   const std::vector<int64_t> axes = ReduceAxes(x, std::move(dims), name);
   const Device device = frontend::OpDevice({&x}, name);
   NodePtr n = CastNode(NodeOn(x, device, name, 0), compute);
@@ -129,7 +130,8 @@ Tensor Reduce(Op op, const Tensor& x, std::vector<int64_t> dims, bool keepdim, a
   if (!keepdim) {
     Shape kept;
     for (size_t d = 0; d < r->shape.size(); ++d) {
-      if (!std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(d))) kept.push_back(r->shape[d]);
+      if (!std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(d)))
+        kept.push_back(r->shape[d]);
     }
     r = ValueOrThrow(ir::MakeReshape(std::move(r), std::move(kept)));
   }
@@ -166,7 +168,9 @@ Tensor div(const Tensor& a, const Tensor& b) { return Binary(Op::kDiv, a, b, "di
 Tensor maximum(const Tensor& a, const Tensor& b) { return Binary(Op::kMaximum, a, b, "maximum"); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return Binary(Op::kMinimum, a, b, "minimum"); }
 Tensor pow(const Tensor& a, const Tensor& b) { return Binary(Op::kPow, a, b, "pow"); }
-Tensor pow(const Tensor& a, double exponent) { return Binary(Op::kPow, a, Scalar(exponent, a), "pow"); }
+Tensor pow(const Tensor& a, double exponent) {
+  return Binary(Op::kPow, a, Scalar(exponent, a), "pow");
+}
 
 Tensor lt(const Tensor& a, const Tensor& b) { return Binary(Op::kLt, a, b, "lt"); }
 Tensor le(const Tensor& a, const Tensor& b) { return Binary(Op::kLe, a, b, "le"); }
@@ -179,13 +183,15 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Device device = frontend::OpDevice({&cond, &a, &b}, "where");
   NodePtr c = NodeOn(cond, device, "where", 0);
   if (c->dtype != DType::boolean) {
-    Invalid("where", absl::StrCat("the condition must be a bool tensor, got ", dtype_name(c->dtype)));
+    Invalid("where",
+            absl::StrCat("the condition must be a bool tensor, got ", dtype_name(c->dtype)));
   }
   NodePtr x = NodeOn(a, device, "where", 1);
   NodePtr y = NodeOn(b, device, "where", 2);
   const DType dtype = promote(x->dtype, y->dtype);
   const Shape shape = BroadcastShapes({&c->shape, &x->shape, &y->shape}, "where");
-  return Wrap(ir::MakeWhere(BroadcastNode(std::move(c), shape), BroadcastNode(CastNode(std::move(x), dtype), shape),
+  return Wrap(ir::MakeWhere(BroadcastNode(std::move(c), shape),
+                            BroadcastNode(CastNode(std::move(x), dtype), shape),
                             BroadcastNode(CastNode(std::move(y), dtype), shape)),
               device);
 }
@@ -215,13 +221,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   NodePtr x = NodeOn(a, device, "matmul", 0);
   NodePtr y = NodeOn(b, device, "matmul", 1);
   if (x->shape.size() < 2 || y->shape.size() < 2) {
-    Invalid("matmul", absl::StrCat("expected operands of rank >= 2, got ", ir::ShapeString(x->shape), " and ",
-                                   ir::ShapeString(y->shape)));
+    Invalid("matmul", absl::StrCat("expected operands of rank >= 2, got ",
+                                   ir::ShapeString(x->shape), " and ", ir::ShapeString(y->shape)));
   }
   const int64_t k = x->shape.back();
   if (k != y->shape[y->shape.size() - 2]) {
     Invalid("matmul", absl::StrCat("inner dimensions differ: ", ir::ShapeString(x->shape), " @ ",
-                                   ir::ShapeString(y->shape), " (", k, " vs ", y->shape[y->shape.size() - 2], ")"));
+                                   ir::ShapeString(y->shape), " (", k, " vs ",
+                                   y->shape[y->shape.size() - 2], ")"));
   }
   if (x->dtype == DType::boolean || y->dtype == DType::boolean) {
     Invalid("matmul", "bool operands are not supported; cast them first");
@@ -245,7 +252,8 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape) {
   int64_t known = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == -1) {
-      if (infer >= 0) Invalid("reshape", absl::StrCat("only one dim of ", ir::ShapeString(shape), " can be -1"));
+      if (infer >= 0)
+        Invalid("reshape", absl::StrCat("only one dim of ", ir::ShapeString(shape), " can be -1"));
       infer = static_cast<int>(d);
     } else if (shape[d] < 0) {
       Invalid("reshape", absl::StrCat("invalid size ", shape[d], " in ", ir::ShapeString(shape)));
@@ -255,8 +263,8 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape) {
   }
   if (infer >= 0) {
     if (known == 0 || numel % known != 0) {
-      Invalid("reshape", absl::StrCat("cannot reshape ", ir::ShapeString(x.shape()), " (", numel, " elements) to ",
-                                      ir::ShapeString(shape)));
+      Invalid("reshape", absl::StrCat("cannot reshape ", ir::ShapeString(x.shape()), " (", numel,
+                                      " elements) to ", ir::ShapeString(shape)));
     }
     shape[infer] = numel / known;
   }
@@ -269,8 +277,8 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape) {
 Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
   const int64_t rank = x.dim();
   if (static_cast<int64_t>(dims.size()) != rank) {
-    Invalid("permute", absl::StrCat("got ", dims.size(), " dims (", absl::StrJoin(dims, ","), ") for a tensor of rank ",
-                                    rank));
+    Invalid("permute", absl::StrCat("got ", dims.size(), " dims (", absl::StrJoin(dims, ","),
+                                    ") for a tensor of rank ", rank));
   }
   for (int64_t& d : dims) d = NormalizeDim(d, rank, "permute");
   return View(x, "permute", [&](NodePtr n) { return ir::MakePermute(std::move(n), dims); });
@@ -295,7 +303,8 @@ Tensor broadcast_to(const Tensor& x, std::vector<int64_t> shape) {
   }
   for (int64_t d : shape) ok = ok && d >= 0;
   if (!ok) {
-    Invalid("broadcast_to", absl::StrCat("cannot broadcast ", ir::ShapeString(from), " to ", ir::ShapeString(shape)));
+    Invalid("broadcast_to", absl::StrCat("cannot broadcast ", ir::ShapeString(from), " to ",
+                                         ir::ShapeString(shape)));
   }
   return View(x, "broadcast_to", [&](NodePtr n) { return BroadcastNode(std::move(n), shape); });
 }
@@ -328,7 +337,8 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
   dim = NormalizeDim(dim, x.dim(), "squeeze");
   std::vector<int64_t> shape = x.shape();
   if (shape[dim] != 1) {
-    Invalid("squeeze", absl::StrCat("dim ", dim, " of ", ir::ShapeString(shape), " has size ", shape[dim], ", not 1"));
+    Invalid("squeeze", absl::StrCat("dim ", dim, " of ", ir::ShapeString(shape), " has size ",
+                                    shape[dim], ", not 1"));
   }
   shape.erase(shape.begin() + dim);
   return reshape(x, shape);
@@ -352,8 +362,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     bool ok = static_cast<int64_t>(s.size()) == rank;
     for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || s[d] == first[d];
     if (!ok) {
-      Invalid("cat", absl::StrCat("tensor ", i, " has shape ", ir::ShapeString(s), " but tensor 0 has ",
-                                  ir::ShapeString(first), "; all dims but ", dim, " must match"));
+      Invalid("cat",
+              absl::StrCat("tensor ", i, " has shape ", ir::ShapeString(s), " but tensor 0 has ",
+                           ir::ShapeString(first), "; all dims but ", dim, " must match"));
     }
     total += s[dim];
     dtype = promote(dtype, tensors[i].dtype());
@@ -385,8 +396,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   std::vector<Tensor> parts;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].shape() != tensors[0].shape()) {
-      Invalid("stack", absl::StrCat("tensor ", i, " has shape ", ir::ShapeString(tensors[i].shape()),
-                                    " but tensor 0 has ", ir::ShapeString(tensors[0].shape())));
+      Invalid("stack",
+              absl::StrCat("tensor ", i, " has shape ", ir::ShapeString(tensors[i].shape()),
+                           " but tensor 0 has ", ir::ShapeString(tensors[0].shape())));
     }
     parts.push_back(unsqueeze(tensors[i], dim));
   }

@@ -24,10 +24,11 @@ backend::Device& OpenClDevice(int index) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = devices->find(index);
   if (it != devices->end()) return *it->second;
-  absl::StatusOr<std::unique_ptr<backend::Device>> device = backend::Device::Open(Settings(), index);
+  absl::StatusOr<std::unique_ptr<backend::Device>> device =
+      backend::Device::Open(Settings(), index);
   if (!device.ok()) {
-    Throw(absl::Status(device.status().code(),
-                       absl::StrCat("cannot open OpenCL device cl:", index, ": ", device.status().message())));
+    Throw(absl::Status(device.status().code(), absl::StrCat("cannot open OpenCL device cl:", index,
+                                                            ": ", device.status().message())));
   }
   backend::Device* raw = device->release();
   (*devices)[index] = raw;

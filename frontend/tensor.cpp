@@ -3,10 +3,10 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/container/flat_hash_set.h"
 #include "backend/host_buffers.h"
 #include "frontend/dispatch.h"
 #include "frontend/executor.h"
@@ -24,13 +24,16 @@ using frontend::ThrowIfError;
 Tensor::Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
 std::vector<int64_t> Tensor::shape() const { return ImplOf(*this, "shape").node->shape; }
-int64_t Tensor::dim() const { return static_cast<int64_t>(ImplOf(*this, "dim").node->shape.size()); }
+int64_t Tensor::dim() const {
+  return static_cast<int64_t>(ImplOf(*this, "dim").node->shape.size());
+}
 
 int64_t Tensor::size(int64_t d) const {
   const auto& shape = ImplOf(*this, "size").node->shape;
   const int64_t rank = static_cast<int64_t>(shape.size());
   if (d < -rank || d >= rank) {
-    Throw(absl::InvalidArgumentError(absl::StrCat("size: dim ", d, " is out of range for a tensor of rank ", rank,
+    Throw(absl::InvalidArgumentError(absl::StrCat("size: dim ", d,
+                                                  " is out of range for a tensor of rank ", rank,
                                                   " (expected ", -rank, " <= dim < ", rank, ")")));
   }
   return shape[d < 0 ? d + rank : d];
@@ -42,7 +45,8 @@ int64_t Tensor::numel() const { return ir::NumElements(ImplOf(*this, "numel").no
 
 bool Tensor::is_placeholder() const {
   const ir::Node& n = *ImplOf(*this, "is_placeholder").node;
-  return n.op == ir::Op::kBuffer && n.storage->placeholder() && !n.storage->manager().IsWritten(n.storage->id());
+  return n.op == ir::Op::kBuffer && n.storage->placeholder() &&
+         !n.storage->manager().IsWritten(n.storage->id());
 }
 
 bool Tensor::requires_grad() const { return ImplOf(*this, "requires_grad").requires_grad; }
@@ -50,8 +54,9 @@ bool Tensor::requires_grad() const { return ImplOf(*this, "requires_grad").requi
 Tensor& Tensor::requires_grad_(bool requires_grad) {
   ImplOf(*this, "requires_grad_");
   if (requires_grad && !is_floating(dtype())) {
-    Throw(absl::InvalidArgumentError(absl::StrCat("requires_grad_: only floating tensors can require gradients, this one is ",
-                                                  dtype_name(dtype()))));
+    Throw(absl::InvalidArgumentError(
+        absl::StrCat("requires_grad_: only floating tensors can require gradients, this one is ",
+                     dtype_name(dtype()))));
   }
   impl_->requires_grad = requires_grad;
   return *this;
@@ -64,13 +69,21 @@ namespace {
 template <class T>
 constexpr DType DTypeOf();
 template <>
-constexpr DType DTypeOf<float>() { return DType::f32; }
+constexpr DType DTypeOf<float>() {
+  return DType::f32;
+}
 template <>
-constexpr DType DTypeOf<int32_t>() { return DType::i32; }
+constexpr DType DTypeOf<int32_t>() {
+  return DType::i32;
+}
 template <>
-constexpr DType DTypeOf<int64_t>() { return DType::i64; }
+constexpr DType DTypeOf<int64_t>() {
+  return DType::i64;
+}
 template <>
-constexpr DType DTypeOf<uint8_t>() { return DType::boolean; }
+constexpr DType DTypeOf<uint8_t>() {
+  return DType::boolean;
+}
 
 const char* CppName(DType d) {
   switch (d) {
@@ -93,15 +106,16 @@ std::vector<T> Tensor::to_vector() const {
   const TensorImpl& impl = ImplOf(*this, "to_vector");
   constexpr DType want = DTypeOf<T>();
   if (impl.node->dtype != want) {
-    Throw(absl::InvalidArgumentError(absl::StrCat("to_vector<", CppName(want), ">: the tensor's dtype is ",
-                                                  dtype_name(impl.node->dtype), "; read it with to_vector<",
-                                                  CppName(impl.node->dtype), ">()")));
+    Throw(absl::InvalidArgumentError(absl::StrCat(
+        "to_vector<", CppName(want), ">: the tensor's dtype is ", dtype_name(impl.node->dtype),
+        "; read it with to_vector<", CppName(impl.node->dtype), ">()")));
   }
   Tensor host = to(Device::host());
   const ir::Node& leaf = *host.impl()->node;
   std::vector<T> out(static_cast<size_t>(ir::NumElements(leaf.shape)));
   if (!out.empty()) {
-    ThrowIfError(leaf.storage->manager().Download(leaf.storage->id(), out.data(), 0, out.size() * sizeof(T)));
+    ThrowIfError(leaf.storage->manager().Download(leaf.storage->id(), out.data(), 0,
+                                                  out.size() * sizeof(T)));
   }
   return out;
 }
@@ -109,8 +123,9 @@ std::vector<T> Tensor::to_vector() const {
 template <class T>
 T Tensor::item() const {
   if (numel() != 1) {
-    Throw(absl::InvalidArgumentError(absl::StrCat("item: the tensor has ", numel(), " elements (shape ",
-                                                  ir::ShapeString(shape()), "); item() needs exactly one")));
+    Throw(absl::InvalidArgumentError(absl::StrCat("item: the tensor has ", numel(),
+                                                  " elements (shape ", ir::ShapeString(shape()),
+                                                  "); item() needs exactly one")));
   }
   return to_vector<T>()[0];
 }
@@ -124,20 +139,22 @@ template int32_t Tensor::item<int32_t>() const;
 template int64_t Tensor::item<int64_t>() const;
 template uint8_t Tensor::item<uint8_t>() const;
 
-Tensor Tensor::grad() const {
-  return ImplOf(*this, "grad").grad;
-}
+Tensor Tensor::grad() const { return ImplOf(*this, "grad").grad; }
 
 void Tensor::backward() const {
   ImplOf(*this, "backward");
-  Throw(absl::UnimplementedError("backward: autograd is not implemented in this version of lazycl"));
+  Throw(
+      absl::UnimplementedError("backward: autograd is not implemented in this version of lazycl"));
 }
 
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
   const ir::Node& n = *impl_->node;
-  const char* state = is_placeholder() ? "placeholder" : n.op == ir::Op::kBuffer ? "data" : "pending";
-  return absl::StrCat("Tensor(", dtype_name(n.dtype), ir::ShapeString(n.shape), ", ", impl_->device.str(), ", ", state, ")");
+  const char* state = is_placeholder()          ? "placeholder"
+                      : n.op == ir::Op::kBuffer ? "data"
+                                                : "pending";
+  return absl::StrCat("Tensor(", dtype_name(n.dtype), ir::ShapeString(n.shape), ", ",
+                      impl_->device.str(), ", ", state, ")");
 }
 
 void sync(const std::vector<Tensor>& tensors) {

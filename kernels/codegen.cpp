@@ -73,7 +73,8 @@ struct Index {
 // size arguments as it goes. Each (node, index) pair is evaluated once per scope.
 class Emitter {
  public:
-  Emitter(const InputMap& inputs, std::string idx_type) : inputs_(inputs), idx_(std::move(idx_type)) {}
+  Emitter(const InputMap& inputs, std::string idx_type, bool bind_offsets)
+      : inputs_(inputs), idx_(std::move(idx_type)), bind_offsets_(bind_offsets) {}
 
   const std::string& idx_type() const { return idx_; }
 
@@ -98,13 +99,24 @@ class Emitter {
     auto it = buffers_.find(key);
     if (it != buffers_.end()) return it->second;
     std::string name = absl::StrCat(written ? "out" : "in", buffers_.size());
-    buffers_.emplace(key, name);
-    params_.push_back(absl::StrCat("__global ", written ? "" : "const ", CType(dtype), "* restrict ", name));
+    params_.push_back(
+        absl::StrCat("__global ", written ? "" : "const ", CType(dtype), "* restrict ", name));
     KernelArgSpec arg;
     arg.kind = KernelArgSpec::Kind::kBuffer;
     arg.buffer = ref;
     arg.written = written;
     args_.push_back(arg);
+    if (bind_offsets_ && ref.kind != BufferRef::Kind::kTemp) {
+      // The buffer is bound at a run-time element offset (Graph::bind_offsets).
+      params_.push_back(absl::StrCat("const ", idx_, " ", name, "_off"));
+      KernelArgSpec off;
+      off.kind = KernelArgSpec::Kind::kOffset;
+      off.buffer = ref;
+      off.wide = idx_ != "int";
+      args_.push_back(off);
+      name = absl::StrCat("(", name, " + ", name, "_off)");
+    }
+    buffers_.emplace(key, name);
     return name;
   }
 
@@ -122,7 +134,8 @@ class Emitter {
     std::string acc;
     for (size_t d = 0; d < shape.size(); ++d) {
       if (shape[d] == 1) continue;
-      acc = acc.empty() ? idx.dims[d] : absl::StrCat("(", acc, ") * ", Sym(shape[d]), " + ", idx.dims[d]);
+      acc = acc.empty() ? idx.dims[d]
+                        : absl::StrCat("(", acc, ") * ", Sym(shape[d]), " + ", idx.dims[d]);
     }
     if (acc.empty()) return "0";
     std::string key = absl::StrCat("lin|", acc);
@@ -184,8 +197,9 @@ class Emitter {
   KernelSpec Finish(const std::string& name, const std::string& preamble_body) {
     KernelSpec spec;
     spec.name = name;
-    spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n__kernel void ", name, "(",
-                               absl::StrJoin(params_, ",\n    "), ") {\n", preamble_body, body_, "}\n");
+    spec.source =
+        absl::StrCat("typedef ", idx_, " idx_t;\n__kernel void ", name, "(",
+                     absl::StrJoin(params_, ",\n    "), ") {\n", preamble_body, body_, "}\n");
     spec.args = args_;
     return spec;
   }
@@ -241,9 +255,11 @@ class Emitter {
       case Op::kDiv:
         return Assign(t, absl::StrCat(operand(0), " / ", operand(1)));
       case Op::kMaximum:
-        return Assign(t, absl::StrCat(t == DType::f32 ? "fmax(" : "max(", operand(0), ", ", operand(1), ")"));
+        return Assign(
+            t, absl::StrCat(t == DType::f32 ? "fmax(" : "max(", operand(0), ", ", operand(1), ")"));
       case Op::kMinimum:
-        return Assign(t, absl::StrCat(t == DType::f32 ? "fmin(" : "min(", operand(0), ", ", operand(1), ")"));
+        return Assign(
+            t, absl::StrCat(t == DType::f32 ? "fmin(" : "min(", operand(0), ", ", operand(1), ")"));
       case Op::kPow:
         return Assign(t, absl::StrCat("pow(", operand(0), ", ", operand(1), ")"));
       case Op::kLt:
@@ -323,17 +339,19 @@ class Emitter {
       Line(absl::StrCat("const ", idx_, " ", t, " = ", in[d], " - ", Sym(n.args[d]), ";"));
       conds.push_back(absl::StrCat("(", t, " >= 0 && ", t, " < ", Sym(x.shape[d]), ")"));
       std::string c = Var();
-      Line(absl::StrCat("const ", idx_, " ", c, " = ", t, " < 0 ? 0 : (", t, " >= ", Sym(x.shape[d]), " ? ",
-                        Sym(x.shape[d]), " - 1 : ", t, ");"));
+      Line(absl::StrCat("const ", idx_, " ", c, " = ", t, " < 0 ? 0 : (", t,
+                        " >= ", Sym(x.shape[d]), " ? ", Sym(x.shape[d]), " - 1 : ", t, ");"));
       in[d] = c;
     }
     std::string value = Eval(x, Index::Multi(std::move(in)));
     if (conds.empty()) return value;
-    return Assign(n.dtype, absl::StrCat("(", absl::StrJoin(conds, " && "), ") ? ", value, " : ", Zero(n.dtype)));
+    return Assign(n.dtype, absl::StrCat("(", absl::StrJoin(conds, " && "), ") ? ", value, " : ",
+                                        Zero(n.dtype)));
   }
 
   const InputMap& inputs_;
   std::string idx_;
+  bool bind_offsets_;
   std::string body_;
   std::string indent_ = "  ";
   int next_var_ = 0;
@@ -345,8 +363,10 @@ class Emitter {
   absl::flat_hash_map<std::string, std::vector<std::string>> delin_;
 };
 
-// 32-bit indices when every extent in the kernel fits, which is faster everywhere.
-std::string IndexType(const Node& root, const InputMap& inputs) {
+// 32-bit indices when every extent in the kernel fits, which is faster everywhere. Buffers bound
+// at run-time offsets may be larger than any extent seen here, so they take 64 bits.
+std::string IndexType(const Node& root, const InputMap& inputs, const Target& target) {
+  if (target.bind_offsets) return "long";
   int64_t largest = ir::NumElements(root.shape);
   std::vector<const Node*> stack = {&root};
   absl::flat_hash_map<const Node*, bool> seen;
@@ -368,13 +388,13 @@ std::string KernelName(const char* prefix, const Node& root) {
 
 }  // namespace
 
-KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inputs, const Target& target) {
-  (void)target;
-  Emitter e(inputs, IndexType(root, inputs));
+KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inputs,
+                           const Target& target) {
+  Emitter e(inputs, IndexType(root, inputs, target), target.bind_offsets);
   const int64_t n = ir::NumElements(root.shape);
   std::string out_name = e.Buffer(out, root.dtype, true);
-  std::string preamble = absl::StrCat("  const idx_t gid = (idx_t)get_global_id(0);\n  if (gid >= ", e.Sym(n),
-                                      ") return;\n");
+  std::string preamble = absl::StrCat(
+      "  const idx_t gid = (idx_t)get_global_id(0);\n  if (gid >= ", e.Sym(n), ") return;\n");
   std::string v = e.Eval(root, Index::Linear("gid"));
   e.Line(absl::StrCat(out_name, "[gid] = ", v, ";"));
   KernelSpec spec = e.Finish(KernelName("ew", root), preamble);
@@ -384,8 +404,8 @@ KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inpu
   return spec;
 }
 
-KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, int64_t split, const Target& target) {
-  (void)target;
+KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, int64_t split,
+                      const Target& target) {
   LAZYCL_CHECK(ir::IsReduce(root.op), "EmitReduce on %s", ir::OpName(root.op));
   const Node& x = *root.operands[0];
   const std::vector<int64_t>& axes = root.args;
@@ -395,7 +415,7 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   const int64_t outputs = ir::NumElements(root.shape);
   const int64_t chunk = split > 1 ? (reduced + split - 1) / split : reduced;
 
-  Emitter e(inputs, IndexType(root, inputs));
+  Emitter e(inputs, IndexType(root, inputs, target), target.bind_offsets);
   const DType t = root.dtype;
   std::string out_name = e.Buffer(out, t, true);
   std::string pre = absl::StrCat("  const idx_t gid = (idx_t)get_global_id(0);\n  if (gid >= ",
@@ -404,7 +424,8 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   if (split > 1) {
     e.Line(absl::StrCat("const idx_t o = gid / ", e.Sym(split), ";"));
     e.Line(absl::StrCat("const idx_t r0 = (gid % ", e.Sym(split), ") * ", e.Sym(chunk), ";"));
-    e.Line(absl::StrCat("const idx_t r1 = min(r0 + ", e.Sym(chunk), ", (idx_t)", e.Sym(reduced), ");"));
+    e.Line(absl::StrCat("const idx_t r1 = min(r0 + ", e.Sym(chunk), ", (idx_t)", e.Sym(reduced),
+                        ");"));
     o = "o";
   } else {
     e.Line("const idx_t r0 = 0;");
@@ -423,7 +444,7 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   if (root.op == Op::kSum) {
     identity = Zero(t);
   } else {
-    identity = t == DType::f32 ? "NAN"
+    identity = t == DType::f32   ? "NAN"
                : t == DType::i32 ? "INT_MIN"
                : t == DType::i64 ? "LONG_MIN"
                                  : "((uchar)0)";
@@ -456,14 +477,14 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   KernelSpec spec = e.Finish(KernelName(split > 1 ? "red_part" : "red", root), pre);
   spec.global = {RoundUp(static_cast<size_t>(outputs * split), kLocalSize)};
   spec.local = {kLocalSize};
-  spec.summary = absl::StrCat(split > 1 ? "partial " : "", "reduce ", ir::NodeString(root), " of ",
-                              ir::NodeString(x), split > 1 ? absl::StrCat(" in ", split, " parts") : "");
+  spec.summary =
+      absl::StrCat(split > 1 ? "partial " : "", "reduce ", ir::NodeString(root), " of ",
+                   ir::NodeString(x), split > 1 ? absl::StrCat(" in ", split, " parts") : "");
   return spec;
 }
 
-KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a, const StridedOperand& b,
-                      const Target& target) {
-  (void)target;
+KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
+                      const StridedOperand& b, const Target& target) {
   const size_t r = root.shape.size();
   const int64_t m = root.shape[r - 2];
   const int64_t n = root.shape[r - 1];
@@ -489,10 +510,31 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a, 
     s.value = v;
     return s;
   };
-  spec.args = {buffer(a.buffer, false), i64(a.offset),   i64(a.batch_stride), i64(a.row_stride),
-               i64(a.col_stride),       buffer(b.buffer, false), i64(b.offset), i64(b.batch_stride),
-               i64(b.row_stride),       i64(b.col_stride), buffer(out, true),  i64(m),
-               i64(n),                  i64(k)};
+  // Offsets of parameters and outputs may move at run time (Graph::bind_offsets).
+  auto offset = [&](BufferRef ref, int64_t v) {
+    KernelArgSpec s = i64(v);
+    if (target.bind_offsets && ref.kind != BufferRef::Kind::kTemp) {
+      s.kind = KernelArgSpec::Kind::kOffset;
+      s.buffer = ref;
+      s.wide = true;
+    }
+    return s;
+  };
+  spec.args = {buffer(a.buffer, false),
+               offset(a.buffer, a.offset),
+               i64(a.batch_stride),
+               i64(a.row_stride),
+               i64(a.col_stride),
+               buffer(b.buffer, false),
+               offset(b.buffer, b.offset),
+               i64(b.batch_stride),
+               i64(b.row_stride),
+               i64(b.col_stride),
+               buffer(out, true),
+               offset(out, 0),
+               i64(m),
+               i64(n),
+               i64(k)};
   spec.global = {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),
                  static_cast<size_t>(batches)};
   spec.local = {16, 16, 1};
@@ -502,7 +544,11 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a, 
 
 int64_t ArgBytes(const KernelSpec& spec) {
   int64_t bytes = 0;
-  for (const KernelArgSpec& a : spec.args) bytes += a.kind == KernelArgSpec::Kind::kInt32 ? 4 : 8;
+  for (const KernelArgSpec& a : spec.args) {
+    const bool narrow = a.kind == KernelArgSpec::Kind::kInt32 ||
+                        (a.kind == KernelArgSpec::Kind::kOffset && !a.wide);
+    bytes += narrow ? 4 : 8;
+  }
   return bytes;
 }
 

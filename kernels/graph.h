@@ -13,7 +13,11 @@ struct Graph {
   std::vector<const ir::Node*> nodes;
   std::vector<int> param_of;  // per node: parameter index of a Buffer leaf, else -1
   int num_params = 0;
-  std::vector<int> outputs;  // node indices, in the executor's output order (may repeat)
+  std::vector<int> outputs;  // node indices, in the executor's output order (unique)
+  // When set, every parameter and output is read or written at an element offset given at run
+  // time (KernelArgSpec::Kind::kOffset), so one plan serves many windows of the same buffers:
+  // scan reads xs slices in place and writes ys into one stacked buffer.
+  bool bind_offsets = false;
 };
 
 }  // namespace lazycl::kernels

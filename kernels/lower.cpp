@@ -26,7 +26,8 @@ constexpr int64_t kArgBytesMargin = 64;
 
 std::vector<int64_t> ContiguousStrides(const Shape& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
-  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
   return strides;
 }
 
@@ -39,17 +40,13 @@ struct Strided {
 class Lowering {
  public:
   Lowering(const Graph& graph, const Target& target) : g_(graph), target_(target) {
+    target_.bind_offsets = graph.bind_offsets;
     for (size_t i = 0; i < g_.nodes.size(); ++i) index_[g_.nodes[i]] = static_cast<int>(i);
   }
 
   absl::StatusOr<Plan> Run() {
     root_.assign(g_.nodes.size(), false);
-    for (int o : g_.outputs) {
-      if (g_.nodes[o]->op == Op::kBuffer) {
-        return absl::InternalError("lowering: an output is already a buffer");
-      }
-      root_[o] = true;
-    }
+    for (int o : g_.outputs) root_[o] = true;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node* n = g_.nodes[i];
       if (ir::IsReduce(n->op) || n->op == Op::kMatmul) root_[i] = true;
@@ -79,6 +76,7 @@ class Lowering {
 
  private:
   bool IsInput(int i) const { return root_[i] || g_.nodes[i]->op == Op::kBuffer; }
+  bool IsParam(int i) const { return g_.nodes[i]->op == Op::kBuffer; }
 
   // Non-input nodes fused into the kernel of root `r`, the root included.
   std::vector<int> Region(int r) const {
@@ -217,7 +215,7 @@ class Lowering {
   }
 
   BufferRef Ref(int i) const {
-    if (g_.nodes[i]->op == Op::kBuffer) return {BufferRef::Kind::kParam, g_.param_of[i]};
+    if (IsParam(i)) return {BufferRef::Kind::kParam, g_.param_of[i]};
     auto it = refs_.find(i);
     LAZYCL_CHECK(it != refs_.end(), "lowering: no buffer for node %d", i);
     return it->second;
@@ -225,6 +223,8 @@ class Lowering {
 
   InputMap Inputs(int r) const {
     InputMap inputs;
+    // An output that is a parameter itself is a copy: the root reads its own parameter.
+    if (IsParam(r)) inputs[g_.nodes[r]] = BufferRef{BufferRef::Kind::kParam, g_.param_of[r]};
     for (int i : Region(r)) {
       for (const ir::NodePtr& o : g_.nodes[i]->operands) {
         int j = index_.at(o.get());
@@ -236,7 +236,8 @@ class Lowering {
 
   int64_t ReduceSplit(const Node& root) const {
     const int64_t outputs = ir::NumElements(root.shape);
-    const int64_t reduced = ir::NumElements(root.operands[0]->shape) / std::max<int64_t>(outputs, 1);
+    const int64_t reduced =
+        ir::NumElements(root.operands[0]->shape) / std::max<int64_t>(outputs, 1);
     if (outputs > 64 || reduced < 32768) return 1;
     return std::clamp<int64_t>(reduced / 8192, 2, 256);
   }
@@ -247,7 +248,8 @@ class Lowering {
     for (size_t k = 0; k < g_.outputs.size(); ++k) {
       output_of.emplace(g_.outputs[k], static_cast<int>(k));
       const Node& n = *g_.nodes[g_.outputs[k]];
-      plan->output_bytes.push_back(static_cast<size_t>(ir::NumElements(n.shape)) * dtype_size(n.dtype));
+      plan->output_bytes.push_back(static_cast<size_t>(ir::NumElements(n.shape)) *
+                                   dtype_size(n.dtype));
     }
     auto new_temp = [&](size_t bytes) {
       plan->temp_bytes.push_back(bytes);
@@ -257,9 +259,11 @@ class Lowering {
     for (size_t r = 0; r < g_.nodes.size(); ++r) {
       if (!root_[r]) continue;
       const Node& root = *g_.nodes[r];
-      const size_t bytes = static_cast<size_t>(ir::NumElements(root.shape)) * dtype_size(root.dtype);
+      const size_t bytes =
+          static_cast<size_t>(ir::NumElements(root.shape)) * dtype_size(root.dtype);
       auto out = output_of.find(static_cast<int>(r));
-      BufferRef ref = out != output_of.end() ? BufferRef{BufferRef::Kind::kOutput, out->second} : new_temp(bytes);
+      BufferRef ref = out != output_of.end() ? BufferRef{BufferRef::Kind::kOutput, out->second}
+                                             : new_temp(bytes);
       refs_[static_cast<int>(r)] = ref;
       if (bytes == 0) continue;  // nothing to compute
 
@@ -273,7 +277,8 @@ class Lowering {
           specs.push_back(EmitReduce(root, ref, Inputs(static_cast<int>(r)), 1, target_));
         } else {
           const int64_t outputs = ir::NumElements(root.shape);
-          BufferRef partials = new_temp(static_cast<size_t>(outputs * split) * dtype_size(root.dtype));
+          BufferRef partials =
+              new_temp(static_cast<size_t>(outputs * split) * dtype_size(root.dtype));
           specs.push_back(EmitReduce(root, partials, Inputs(static_cast<int>(r)), split, target_));
           // The second stage reduces the [outputs, split] partials along their last dim.
           ir::NodePtr leaf = ir::MakeBuffer(nullptr, root.dtype, {outputs, split});
@@ -289,7 +294,8 @@ class Lowering {
         }
         const int k = static_cast<int>(plan->kernels.size());
         for (const KernelArgSpec& a : spec.args) {
-          if (a.kind == KernelArgSpec::Kind::kBuffer && a.buffer.kind == BufferRef::Kind::kTemp && !a.written) {
+          if (a.kind == KernelArgSpec::Kind::kBuffer && a.buffer.kind == BufferRef::Kind::kTemp &&
+              !a.written) {
             plan->temp_last_use[a.buffer.index] = k;
           }
         }
@@ -299,7 +305,7 @@ class Lowering {
   }
 
   const Graph& g_;
-  const Target& target_;
+  Target target_;
   absl::flat_hash_map<const Node*, int> index_;
   std::vector<bool> root_;
   absl::flat_hash_map<int, BufferRef> refs_;
@@ -307,6 +313,8 @@ class Lowering {
 
 }  // namespace
 
-absl::StatusOr<Plan> Lower(const Graph& graph, const Target& target) { return Lowering(graph, target).Run(); }
+absl::StatusOr<Plan> Lower(const Graph& graph, const Target& target) {
+  return Lowering(graph, target).Run();
+}
 
 }  // namespace lazycl::kernels

@@ -10,8 +10,9 @@ namespace lazycl::kernels {
 
 // What lowering needs to know about the device; filled by the executor from backend::DeviceInfo.
 struct Target {
-  bool cpu = true;               // CPU strategies (PoCL) vs GPU strategies
+  bool cpu = true;                 // CPU strategies (PoCL) vs GPU strategies
   int64_t max_param_bytes = 1024;  // CL_DEVICE_MAX_PARAMETER_SIZE
+  bool bind_offsets = false;       // copied from Graph::bind_offsets by Lower
 };
 
 // Partitions `graph` into kernels and generates their OpenCL C.

@@ -17,10 +17,13 @@ struct BufferRef {
 };
 
 struct KernelArgSpec {
-  enum class Kind { kBuffer, kInt32, kInt64 };
+  // kOffset is an integer argument: `value` plus the run-time element offset at which `buffer`
+  // is bound (Graph::bind_offsets); `wide` says whether it is passed as 64 or 32 bits.
+  enum class Kind { kBuffer, kInt32, kInt64, kOffset };
   Kind kind = Kind::kInt32;
   BufferRef buffer;
   bool written = false;
+  bool wide = false;
   int64_t value = 0;
 };
 

@@ -3,13 +3,12 @@
 #include <cstddef>
 #include <cstdint>
 
-
 namespace lazycl {
 
 enum class DType { f32, i32, i64, boolean };
 
 const char* dtype_name(DType dtype);  // "f32", "i32", "i64", "bool"
-size_t dtype_size(DType dtype);            // bytes per element; bool is one byte
+size_t dtype_size(DType dtype);       // bytes per element; bool is one byte
 bool is_floating(DType dtype);
 bool is_integral(DType dtype);  // i32 and i64 (not bool)
 

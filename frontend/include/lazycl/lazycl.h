@@ -6,6 +6,7 @@
 #include "lazycl/env.h"
 #include "lazycl/error.h"
 #include "lazycl/factories.h"
+#include "lazycl/function.h"
 #include "lazycl/metrics.h"
 #include "lazycl/ops.h"
 #include "lazycl/tensor.h"

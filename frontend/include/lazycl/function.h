@@ -1,0 +1,77 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "lazycl/device.h"
+#include "lazycl/dtype.h"
+#include "lazycl/tensor.h"
+
+// Tracing C++ functions into reusable compiled graphs (MISSION.md, sections 1 and 3).
+namespace lazycl {
+
+struct TensorSpec {
+  std::vector<int64_t> shape;
+  DType dtype = DType::f32;
+};
+
+using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+// A traced function: `fn` run once on placeholders, its result kept as IR over them. Calling it
+// substitutes the arguments for the placeholders; the results are lazy and take part in the
+// caller's graph, which the graph cache compiles once per structure. Arguments that `fn` does
+// not use (or uses only through their shape or dtype) are not parameters: they are never read
+// and never uploaded. Copies share the traced state.
+class Function {
+ public:
+  // Checks the count, shapes and dtypes of `args` (an Error names the argument's index, what
+  // was expected and what was given), uploads used host arguments, and returns the results.
+  std::vector<Tensor> operator()(const std::vector<Tensor>& args) const;
+
+  std::vector<int> used_arguments() const;  // indices of the arguments that are parameters
+  int num_parameters() const;               // how many: used_arguments().size()
+  const std::vector<TensorSpec>& arguments() const;
+  Device device() const;
+
+  struct State;
+
+ private:
+  friend Function trace(Fn fn, std::vector<TensorSpec> args, Device device);
+  explicit Function(std::shared_ptr<const State> state) : state_(std::move(state)) {}
+  std::shared_ptr<const State> state_;
+};
+
+// Runs `fn` once on placeholders of `args` on `device` (an OpenCL device). Moves no bytes and
+// allocates nothing (TraceTransferBytes stays 0) unless `fn` itself mixes in host tensors.
+Function trace(Fn fn, std::vector<TensorSpec> args, Device device);
+
+// trace(fn, specs of args) on the device of the arguments (the first OpenCL one; the default
+// environment's device when all are host tensors), then calls it on `args`.
+std::vector<Tensor> call(Fn fn, const std::vector<Tensor>& args);
+
+using ScanFn = std::function<std::pair<std::vector<Tensor>, std::vector<Tensor>>(
+    const std::vector<Tensor>& carry, const std::vector<Tensor>& x)>;
+
+struct ScanResult {
+  std::vector<Tensor> carry;
+  std::vector<Tensor> ys;
+};
+
+struct ScanOptions {
+  // Trace the body on real zero-filled tensors uploaded from the host instead of placeholders:
+  // what PyTorch/XLA's scan did with torch.empty "fake" tensors (seed 000). Only for measuring
+  // that cost (lazycl-bench transfer, strategy scan_materialized); it moves bytes every call.
+  bool trace_on_materialized_inputs = false;
+};
+
+// fn(carry, x) -> (new_carry, y) over the slices of every xs tensor along dim 0; ys are stacked
+// along dim 0. On an OpenCL device the body is traced once on placeholders and compiled once,
+// whatever the number of steps; each step reads its xs slices in place and writes its ys into
+// one preallocated stacked buffer, with no host round trip. Host tensors run the plain loop.
+// The carry must keep its shapes and dtypes (else an Error naming the carry index).
+ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs,
+                ScanOptions options = {});
+
+}  // namespace lazycl

@@ -1,0 +1,250 @@
+#include <memory>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/dispatch.h"
+#include "frontend/executor.h"
+#include "frontend/ir.h"
+#include "frontend/runtime.h"
+#include "frontend/tensor_impl.h"
+#include "frontend/throw.h"
+#include "frontend/trace_scope.h"
+#include "lazycl/factories.h"
+#include "lazycl/function.h"
+#include "lazycl/ops.h"
+
+namespace lazycl {
+namespace {
+
+using frontend::Throw;
+using frontend::ThrowIfError;
+
+[[noreturn]] void Invalid(const std::string& what) {
+  Throw(absl::InvalidArgumentError(absl::StrCat("scan: ", what)));
+}
+
+std::string SpecString(const Tensor& t) {
+  return absl::StrCat(dtype_name(t.dtype()), ir::ShapeString(t.shape()));
+}
+
+std::vector<int64_t> SliceShape(const Tensor& x) {
+  std::vector<int64_t> shape = x.shape();
+  shape.erase(shape.begin());
+  return shape;
+}
+
+void CheckCarry(const std::vector<Tensor>& init, const std::vector<Tensor>& carry) {
+  if (carry.size() != init.size()) {
+    Invalid(absl::StrCat("the body returned ", carry.size(), " carry tensors, but the carry has ",
+                         init.size()));
+  }
+  for (size_t i = 0; i < init.size(); ++i) {
+    if (!carry[i].defined()) Invalid(absl::StrCat("the body returned an undefined carry ", i));
+    if (carry[i].shape() != init[i].shape() || carry[i].dtype() != init[i].dtype()) {
+      Invalid(absl::StrCat("the body returned carry ", i, " as ", SpecString(carry[i]),
+                           " but it is ", SpecString(init[i]),
+                           "; a scan body must keep each carry's shape and dtype"));
+    }
+  }
+}
+
+// Host tensors are eager: the plain loop is the scan.
+ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vector<Tensor>& xs,
+                    int64_t steps) {
+  std::vector<Tensor> carry = init;
+  std::vector<std::vector<Tensor>> ys;
+  // With no steps, one run on zeros tells the shapes of ys.
+  const int64_t runs = steps == 0 ? 1 : steps;
+  for (int64_t t = 0; t < runs; ++t) {
+    std::vector<Tensor> x;
+    for (const Tensor& full : xs) {
+      x.push_back(steps == 0 ? zeros(SliceShape(full), full.dtype(), Device::host())
+                             : squeeze(slice(full, 0, t, t + 1), 0));
+    }
+    auto [next, y] = fn(carry, x);
+    CheckCarry(init, next);
+    if (steps == 0) {
+      for (const Tensor& yk : y) {
+        std::vector<int64_t> shape = yk.shape();
+        shape.insert(shape.begin(), 0);
+        ys.push_back({zeros(shape, yk.dtype(), Device::host())});
+      }
+      break;
+    }
+    carry = std::move(next);
+    if (ys.empty()) ys.resize(y.size());
+    if (y.size() != ys.size())
+      Invalid("the body returned a different number of ys at another step");
+    for (size_t k = 0; k < y.size(); ++k) ys[k].push_back(y[k]);
+  }
+  ScanResult result;
+  result.carry = steps == 0 ? init : carry;
+  for (const auto& parts : ys) result.ys.push_back(steps == 0 ? parts[0] : stack(parts, 0));
+  return result;
+}
+
+// A device tensor holding `t`'s value as a computed buffer.
+Tensor OnDevice(const Tensor& t, Device device, int operand) {
+  return frontend::Wrap(frontend::NodeOn(t, device, "scan", operand), device);
+}
+
+Tensor TraceInput(std::vector<int64_t> shape, DType dtype, Device device,
+                  const ScanOptions& options) {
+  if (options.trace_on_materialized_inputs)
+    return zeros(std::move(shape), dtype, Device::host()).to(device);
+  return placeholder(std::move(shape), dtype, device);
+}
+
+const ir::Storage* StorageOf(const Tensor& t) { return t.impl()->node->storage.get(); }
+
+}  // namespace
+
+ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, ScanOptions options) {
+  if (!fn) Invalid("the body is empty");
+  if (xs.empty()) Invalid("xs is empty; scan needs at least one tensor to iterate over");
+  std::vector<const Tensor*> operands;
+  for (size_t i = 0; i < init.size(); ++i) {
+    frontend::ImplOf(init[i], "scan");
+    operands.push_back(&init[i]);
+  }
+  for (size_t j = 0; j < xs.size(); ++j) {
+    frontend::ImplOf(xs[j], "scan");
+    if (xs[j].dim() < 1)
+      Invalid(
+          absl::StrCat("xs ", j, " is a scalar; every xs tensor needs a leading dim to scan over"));
+    if (xs[j].size(0) != xs[0].size(0)) {
+      Invalid(absl::StrCat("xs ", j, " has ", xs[j].size(0), " steps along dim 0 but xs 0 has ",
+                           xs[0].size(0)));
+    }
+    operands.push_back(&xs[j]);
+  }
+  const int64_t steps = xs[0].size(0);
+  const Device device = frontend::OpDevice(operands, "scan");
+  if (device.is_host()) return HostScan(fn, std::move(init), xs, steps);
+
+  // Inputs become computed device buffers: xs are then read in place, slice by slice.
+  std::vector<Tensor> init_d, xs_d;
+  for (size_t i = 0; i < init.size(); ++i)
+    init_d.push_back(OnDevice(init[i], device, static_cast<int>(i)));
+  for (size_t j = 0; j < xs.size(); ++j)
+    xs_d.push_back(OnDevice(xs[j], device, static_cast<int>(init.size() + j)));
+  std::vector<Tensor> all = init_d;
+  all.insert(all.end(), xs_d.begin(), xs_d.end());
+  sync(all);
+
+  // Trace the body once.
+  std::vector<Tensor> carry_in, x_in, outputs;
+  size_t num_ys = 0;
+  {
+    frontend::TraceScope scope;
+    for (const Tensor& c : init_d)
+      carry_in.push_back(TraceInput(c.shape(), c.dtype(), device, options));
+    for (const Tensor& x : xs_d)
+      x_in.push_back(TraceInput(SliceShape(x), x.dtype(), device, options));
+    auto [carry_out, ys_out] = fn(carry_in, x_in);
+    CheckCarry(init_d, carry_out);
+    for (size_t k = 0; k < ys_out.size(); ++k) {
+      if (!ys_out[k].defined()) Invalid(absl::StrCat("the body returned an undefined y ", k));
+    }
+    num_ys = ys_out.size();
+    outputs = std::move(carry_out);
+    outputs.insert(outputs.end(), ys_out.begin(), ys_out.end());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (outputs[k].device() != device)
+        outputs[k] = OnDevice(outputs[k], device, static_cast<int>(k));
+    }
+  }
+
+  // Every output gets its own kernel: one that is an input, or the same node as an earlier
+  // output, is copied through a no-op view.
+  std::vector<ir::NodePtr> out_nodes;
+  std::vector<const ir::Node*> raw;
+  absl::flat_hash_set<const ir::Node*> seen;
+  for (const Tensor& out : outputs) {
+    ir::NodePtr n = out.impl()->node;
+    if (n->op == ir::Op::kBuffer || seen.contains(n.get()))
+      n = frontend::ValueOrThrow(ir::MakeReshape(n, n->shape));
+    seen.insert(n.get());
+    out_nodes.push_back(n);
+    raw.push_back(n.get());
+  }
+  frontend::BuiltGraph built = frontend::BuildGraph(raw, /*bind_offsets=*/true);
+
+  // Which parameter is which: a carry, an xs slice, or a tensor the body captured.
+  enum class Role { kCarry, kSlice, kCaptured };
+  absl::flat_hash_map<const ir::Storage*, std::pair<Role, size_t>> role;
+  for (size_t i = 0; i < carry_in.size(); ++i) role[StorageOf(carry_in[i])] = {Role::kCarry, i};
+  for (size_t j = 0; j < x_in.size(); ++j) role[StorageOf(x_in[j])] = {Role::kSlice, j};
+  for (const auto& storage : built.params) {
+    if (role.contains(storage.get()) || storage->manager().IsWritten(storage->id())) continue;
+    Throw(absl::FailedPreconditionError(absl::StrCat(
+        "scan: the body reads a placeholder it captured (", storage->manager().Label(storage->id()),
+        "): a placeholder has no data to compute with")));
+  }
+  absl::StatusOr<frontend::CachedPlan*> plan = frontend::PreparePlan(device.index(), built.graph);
+  ThrowIfError(plan.status());
+
+  backend::BufferManager& buffers = frontend::OpenClDevice(device.index()).buffers();
+  std::vector<std::shared_ptr<ir::Storage>> ys_storage;
+  std::vector<std::vector<int64_t>> ys_shape;
+  for (size_t k = 0; k < num_ys; ++k) {
+    const ir::Node& y = *out_nodes[init_d.size() + k];
+    std::vector<int64_t> shape = y.shape;
+    shape.insert(shape.begin(), steps);
+    const size_t bytes = static_cast<size_t>(ir::NumElements(shape)) * dtype_size(y.dtype);
+    ys_storage.push_back(std::make_shared<ir::Storage>(
+        device, &buffers, bytes,
+        absl::StrCat("scan ys ", k, " ", dtype_name(y.dtype), ir::ShapeString(shape))));
+    if (steps == 0) ThrowIfError(buffers.PrepareWrite(ys_storage.back()->id()));
+    ys_shape.push_back(std::move(shape));
+  }
+  std::vector<std::shared_ptr<ir::Storage>> carry;
+  for (const Tensor& c : init_d) carry.push_back(c.impl()->node->storage);
+
+  std::vector<frontend::Binding> params(built.params.size());
+  std::vector<frontend::Binding> outs(out_nodes.size());
+  for (int64_t t = 0; t < steps; ++t) {
+    for (size_t p = 0; p < built.params.size(); ++p) {
+      auto it = role.find(built.params[p].get());
+      if (it == role.end()) {
+        params[p] = {built.params[p], 0};
+      } else if (it->second.first == Role::kCarry) {
+        params[p] = {carry[it->second.second], 0};
+      } else {
+        const Tensor& x = xs_d[it->second.second];
+        params[p] = {x.impl()->node->storage, t * (x.numel() / steps)};
+      }
+    }
+    for (size_t i = 0; i < carry.size(); ++i) {
+      outs[i] = {std::make_shared<ir::Storage>(device, &buffers, carry[i]->bytes(),
+                                               absl::StrCat("scan carry ", i)),
+                 0};
+    }
+    for (size_t k = 0; k < num_ys; ++k) {
+      outs[carry.size() + k] = {ys_storage[k],
+                                t * ir::NumElements(out_nodes[carry.size() + k]->shape)};
+    }
+    ThrowIfError(frontend::Execute(device.index(), **plan, params, outs));
+    for (size_t i = 0; i < carry.size(); ++i) carry[i] = outs[i].storage;
+  }
+
+  ScanResult result;
+  for (size_t i = 0; i < carry.size(); ++i) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->node = ir::MakeBuffer(carry[i], init_d[i].dtype(), init_d[i].shape());
+    impl->device = device;
+    result.carry.push_back(Tensor(std::move(impl)));
+  }
+  for (size_t k = 0; k < num_ys; ++k) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->node = ir::MakeBuffer(ys_storage[k], out_nodes[carry.size() + k]->dtype, ys_shape[k]);
+    impl->device = device;
+    result.ys.push_back(Tensor(std::move(impl)));
+  }
+  return result;
+}
+
+}  // namespace lazycl
