@@ -9,5 +9,6 @@ namespace lazycl::bench {
 
 int Devices(const std::vector<std::string>& args);
 int Backend(const std::vector<std::string>& args);
+int Transfer(const std::vector<std::string>& args);
 
 }  // namespace lazycl::bench

@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$(nproc)" --target lazycl-bench
-exec build/release/bench/lazycl-bench devices "$@"
+exec build/release/bench/lazycl-bench transfer "$@"
