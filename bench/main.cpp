@@ -88,7 +88,8 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"transfer",
-     "host<->device bytes of for_loop / scan_materialized / scan_placeholder [--layers L] [--hidden D] "
+     "host<->device bytes of for_loop / scan_materialized / scan_placeholder [--layers L] "
+     "[--hidden D] "
      "[--batch B] [--steps S] [--sweep] [--json F] [--csv F] [--svg F]",
      lazycl::bench::Transfer},
     {"devices", "list OpenCL platforms and devices, and the one LAZYCL_* selects",

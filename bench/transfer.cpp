@@ -2,10 +2,10 @@
 // host and device (MISSION.md, section 1; SPEC.md, "Benchmarks").
 #include <chrono>
 #include <cmath>
-#include <utility>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,31 +14,20 @@
 #include "bench/args.h"
 #include "bench/commands.h"
 #include "bench/svg_chart.h"
+#include "bench/transfer.h"
 #include "frontend/runtime.h"
 #include "lazycl/lazycl.h"
 
 namespace lazycl::bench {
 namespace {
 
-struct Model {
-  int64_t layers, hidden, batch, steps;
-};
-
-struct Result {
-  std::string strategy;
-  Model model;
-  int64_t setup_h2d_bytes = 0, h2d_bytes = 0, h2d_count = 0, d2h_bytes = 0, d2h_count = 0;
-  int64_t trace_h2d_bytes = 0, device_alloc_bytes = 0, device_peak_bytes = 0, kernels = 0, graph_compiles = 0;
-  double wall_ms = 0, max_abs_diff = 0;
-};
-
-const char* const kStrategies[] = {"for_loop", "scan_materialized", "scan_placeholder"};
-
 // One step: a fresh host batch in, the model's output back on the host.
-std::vector<float> Step(const std::string& strategy, const Tensor& weights, const Tensor& biases, const Model& m,
-                        int64_t step) {
+std::vector<float> Step(const std::string& strategy, const Tensor& weights, const Tensor& biases,
+                        const Model& m, int64_t step) {
   const Device device = weights.device();
-  Tensor h = (randn({m.batch, m.hidden}, 1000 + static_cast<uint64_t>(step), DType::f32, Device::host())).to(device);
+  Tensor h =
+      (randn({m.batch, m.hidden}, 1000 + static_cast<uint64_t>(step), DType::f32, Device::host()))
+          .to(device);
   if (strategy == "for_loop") {
     for (int64_t l = 0; l < m.layers; ++l) {
       Tensor w = squeeze(slice(weights, 0, l, l + 1), 0);
@@ -49,7 +38,8 @@ std::vector<float> Step(const std::string& strategy, const Tensor& weights, cons
     ScanOptions options;
     options.trace_on_materialized_inputs = strategy == "scan_materialized";
     auto layer = [](const std::vector<Tensor>& carry, const std::vector<Tensor>& x) {
-      return std::make_pair(std::vector<Tensor>{tanh(matmul(carry[0], x[0]) + x[1])}, std::vector<Tensor>{});
+      return std::make_pair(std::vector<Tensor>{tanh(matmul(carry[0], x[0]) + x[1])},
+                            std::vector<Tensor>{});
     };
     h = scan(layer, {h}, {weights, biases}, options).carry[0];
   }
@@ -60,13 +50,15 @@ struct Snapshot {
   int64_t h2d, h2d_n, d2h, d2h_n, trace, alloc, kernels, compiles;
   static Snapshot Take() {
     using metrics::counter;
-    return {counter("TransferToDeviceBytes"), counter("TransferToDeviceCount"), counter("TransferFromDeviceBytes"),
-            counter("TransferFromDeviceCount"), counter("TraceTransferBytes"), counter("DeviceAllocBytes"),
-            counter("KernelLaunches"), counter("GraphCompiles")};
+    return {counter("TransferToDeviceBytes"),   counter("TransferToDeviceCount"),
+            counter("TransferFromDeviceBytes"), counter("TransferFromDeviceCount"),
+            counter("TraceTransferBytes"),      counter("DeviceAllocBytes"),
+            counter("KernelLaunches"),          counter("GraphCompiles")};
   }
 };
 
-Result Run(const std::string& strategy, const Model& m, const std::vector<std::vector<float>>* reference,
+Result Run(const std::string& strategy, const Model& m,
+           const std::vector<std::vector<float>>* reference,
            std::vector<std::vector<float>>* outputs) {
   Result r;
   r.strategy = strategy;
@@ -74,7 +66,8 @@ Result Run(const std::string& strategy, const Model& m, const std::vector<std::v
   const Device device = Device::opencl();
   const double scale = 1.0 / std::sqrt(static_cast<double>(m.hidden));
   const Snapshot setup = Snapshot::Take();
-  Tensor weights = (randn({m.layers, m.hidden, m.hidden}, 1, DType::f32, Device::host()) * scale).to(device);
+  Tensor weights =
+      (randn({m.layers, m.hidden, m.hidden}, 1, DType::f32, Device::host()) * scale).to(device);
   Tensor biases = (randn({m.layers, m.hidden}, 2, DType::f32, Device::host()) * 0.1).to(device);
   r.setup_h2d_bytes = Snapshot::Take().h2d - setup.h2d;
 
@@ -90,12 +83,14 @@ Result Run(const std::string& strategy, const Model& m, const std::vector<std::v
     std::vector<float> out = Step(strategy, weights, biases, m, s);
     if (reference != nullptr) {
       for (size_t i = 0; i < out.size(); ++i) {
-        r.max_abs_diff = std::max(r.max_abs_diff, static_cast<double>(std::fabs(out[i] - (*reference)[s][i])));
+        r.max_abs_diff =
+            std::max(r.max_abs_diff, static_cast<double>(std::fabs(out[i] - (*reference)[s][i])));
       }
     }
     if (outputs != nullptr) outputs->push_back(std::move(out));
   }
-  r.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  r.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const Snapshot end = Snapshot::Take();
   r.h2d_bytes = end.h2d - start.h2d;
   r.h2d_count = end.h2d_n - start.h2d_n;
@@ -117,18 +112,22 @@ std::string HumanBytes(int64_t bytes) {
 }
 
 void PrintTable(const std::vector<Result>& results) {
-  std::printf("%-18s %6s %6s %5s %5s | %10s %10s %5s %10s %5s %10s | %10s %10s %7s %8s %9s %9s\n", "strategy",
-              "layers", "hidden", "batch", "steps", "setup_h2d", "h2d", "h2d_n", "d2h", "d2h_n", "trace_h2d",
-              "dev_alloc", "dev_peak", "kernels", "compiles", "wall_ms", "max_diff");
+  std::printf("%-18s %6s %6s %5s %5s | %10s %10s %5s %10s %5s %10s | %10s %10s %7s %8s %9s %9s\n",
+              "strategy", "layers", "hidden", "batch", "steps", "setup_h2d", "h2d", "h2d_n", "d2h",
+              "d2h_n", "trace_h2d", "dev_alloc", "dev_peak", "kernels", "compiles", "wall_ms",
+              "max_diff");
   for (const Result& r : results) {
-    std::printf("%-18s %6lld %6lld %5lld %5lld | %10s %10s %5lld %10s %5lld %10s | %10s %10s %7lld %8lld %9.1f %9.2e\n",
-                r.strategy.c_str(), static_cast<long long>(r.model.layers), static_cast<long long>(r.model.hidden),
-                static_cast<long long>(r.model.batch), static_cast<long long>(r.model.steps),
-                HumanBytes(r.setup_h2d_bytes).c_str(), HumanBytes(r.h2d_bytes).c_str(),
-                static_cast<long long>(r.h2d_count), HumanBytes(r.d2h_bytes).c_str(),
-                static_cast<long long>(r.d2h_count), HumanBytes(r.trace_h2d_bytes).c_str(),
-                HumanBytes(r.device_alloc_bytes).c_str(), HumanBytes(r.device_peak_bytes).c_str(),
-                static_cast<long long>(r.kernels), static_cast<long long>(r.graph_compiles), r.wall_ms, r.max_abs_diff);
+    std::printf(
+        "%-18s %6lld %6lld %5lld %5lld | %10s %10s %5lld %10s %5lld %10s | %10s %10s %7lld %8lld "
+        "%9.1f %9.2e\n",
+        r.strategy.c_str(), static_cast<long long>(r.model.layers),
+        static_cast<long long>(r.model.hidden), static_cast<long long>(r.model.batch),
+        static_cast<long long>(r.model.steps), HumanBytes(r.setup_h2d_bytes).c_str(),
+        HumanBytes(r.h2d_bytes).c_str(), static_cast<long long>(r.h2d_count),
+        HumanBytes(r.d2h_bytes).c_str(), static_cast<long long>(r.d2h_count),
+        HumanBytes(r.trace_h2d_bytes).c_str(), HumanBytes(r.device_alloc_bytes).c_str(),
+        HumanBytes(r.device_peak_bytes).c_str(), static_cast<long long>(r.kernels),
+        static_cast<long long>(r.graph_compiles), r.wall_ms, r.max_abs_diff);
   }
 }
 
@@ -137,31 +136,37 @@ std::string Json(const std::string& device, const std::vector<Result>& results) 
   for (const Result& r : results) {
     rows.push_back(absl::StrFormat(
         "    {\"strategy\": \"%s\", \"layers\": %d, \"hidden\": %d, \"batch\": %d, \"steps\": %d, "
-        "\"setup_h2d_bytes\": %d, \"h2d_bytes\": %d, \"h2d_count\": %d, \"d2h_bytes\": %d, \"d2h_count\": %d, "
-        "\"trace_h2d_bytes\": %d, \"device_alloc_bytes\": %d, \"device_peak_bytes\": %d, \"kernels\": %d, "
+        "\"setup_h2d_bytes\": %d, \"h2d_bytes\": %d, \"h2d_count\": %d, \"d2h_bytes\": %d, "
+        "\"d2h_count\": %d, "
+        "\"trace_h2d_bytes\": %d, \"device_alloc_bytes\": %d, \"device_peak_bytes\": %d, "
+        "\"kernels\": %d, "
         "\"graph_compiles\": %d, \"wall_ms\": %.3f, \"max_abs_diff\": %.6g}",
-        r.strategy, r.model.layers, r.model.hidden, r.model.batch, r.model.steps, r.setup_h2d_bytes, r.h2d_bytes,
-        r.h2d_count, r.d2h_bytes, r.d2h_count, r.trace_h2d_bytes, r.device_alloc_bytes, r.device_peak_bytes,
-        r.kernels, r.graph_compiles, r.wall_ms, r.max_abs_diff));
+        r.strategy, r.model.layers, r.model.hidden, r.model.batch, r.model.steps, r.setup_h2d_bytes,
+        r.h2d_bytes, r.h2d_count, r.d2h_bytes, r.d2h_count, r.trace_h2d_bytes, r.device_alloc_bytes,
+        r.device_peak_bytes, r.kernels, r.graph_compiles, r.wall_ms, r.max_abs_diff));
   }
   std::string escaped;
   for (char c : device) {
     if (c == '"' || c == '\\') escaped += '\\';
     escaped += c;
   }
-  return absl::StrCat("{\"device\": \"", escaped, "\", \"results\": [\n", absl::StrJoin(rows, ",\n"), "\n]}\n");
+  return absl::StrCat("{\"device\": \"", escaped, "\", \"results\": [\n",
+                      absl::StrJoin(rows, ",\n"), "\n]}\n");
 }
 
 std::string Csv(const std::vector<Result>& results) {
   std::string out =
-      "strategy,layers,hidden,batch,steps,setup_h2d_bytes,h2d_bytes,h2d_count,d2h_bytes,d2h_count,trace_h2d_bytes,"
+      "strategy,layers,hidden,batch,steps,setup_h2d_bytes,h2d_bytes,h2d_count,d2h_bytes,d2h_count,"
+      "trace_h2d_bytes,"
       "device_alloc_bytes,device_peak_bytes,kernels,graph_compiles,wall_ms,max_abs_diff\n";
   for (const Result& r : results) {
-    absl::StrAppend(&out, absl::StrFormat("%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.3f,%.6g\n", r.strategy,
-                                          r.model.layers, r.model.hidden, r.model.batch, r.model.steps,
-                                          r.setup_h2d_bytes, r.h2d_bytes, r.h2d_count, r.d2h_bytes, r.d2h_count,
-                                          r.trace_h2d_bytes, r.device_alloc_bytes, r.device_peak_bytes, r.kernels,
-                                          r.graph_compiles, r.wall_ms, r.max_abs_diff));
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.3f,%.6g\n", r.strategy,
+                        r.model.layers, r.model.hidden, r.model.batch, r.model.steps,
+                        r.setup_h2d_bytes, r.h2d_bytes, r.h2d_count, r.d2h_bytes, r.d2h_count,
+                        r.trace_h2d_bytes, r.device_alloc_bytes, r.device_peak_bytes, r.kernels,
+                        r.graph_compiles, r.wall_ms, r.max_abs_diff));
   }
   return out;
 }
@@ -171,7 +176,7 @@ Chart BytesChart(const std::vector<Result>& results) {
   chart.title = "Host -> device bytes per step vs model size";
   chart.x_label = "model weights + biases (bytes)";
   chart.y_label = "host -> device bytes per step";
-  for (const char* strategy : kStrategies) {
+  for (const std::string& strategy : TransferStrategies()) {
     Series s;
     s.name = strategy;
     for (const Result& r : results) {
@@ -194,37 +199,57 @@ bool WriteFile(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+const std::vector<std::string>& TransferStrategies() {
+  static const auto* strategies =
+      new std::vector<std::string>{"for_loop", "scan_materialized", "scan_placeholder"};
+  return *strategies;
+}
+
+std::vector<Result> RunTransfer(const Model& model) {
+  std::vector<Result> results;
+  std::vector<std::vector<float>> reference;
+  for (const std::string& strategy : TransferStrategies()) {
+    const bool first = results.empty();
+    results.push_back(
+        Run(strategy, model, first ? nullptr : &reference, first ? &reference : nullptr));
+  }
+  return results;
+}
+
+std::vector<Model> SweepModels(const Model& base) {
+  // One family growing in width and depth together, so that each strategy is one line.
+  std::vector<Model> models;
+  for (auto [l, d] : {std::pair<int64_t, int64_t>{4, 128}, {8, 256}, {16, 512}, {32, 1024}}) {
+    models.push_back({l, d, base.batch, base.steps});
+  }
+  return models;
+}
+
 int Transfer(const std::vector<std::string>& argv) {
   Args args(argv, {"sweep"}, {"layers", "hidden", "batch", "steps", "json", "csv", "svg"});
-  Model base{args.positive("layers", 16), args.positive("hidden", 256), args.positive("batch", 32),
-             args.positive("steps", 10)};
+  const Model defaults;
+  const Model base{args.positive("layers", defaults.layers),
+                   args.positive("hidden", defaults.hidden), args.positive("batch", defaults.batch),
+                   args.positive("steps", defaults.steps)};
   if (!args.error().empty()) {
     std::fprintf(stderr,
-                 "lazycl-bench transfer: %s\nusage: lazycl-bench transfer [--layers L] [--hidden D] [--batch B] "
+                 "lazycl-bench transfer: %s\nusage: lazycl-bench transfer [--layers L] [--hidden "
+                 "D] [--batch B] "
                  "[--steps S] [--sweep] [--json FILE] [--csv FILE] [--svg FILE]\n",
                  args.error().c_str());
     return 2;
   }
-  std::vector<Model> models = {base};
-  if (args.flag("sweep")) {
-    // One family of models growing in width and depth together, so that each strategy is one
-    // line on the chart.
-    models.clear();
-    for (auto [l, d] : {std::pair<int64_t, int64_t>{4, 128}, {8, 256}, {16, 512}, {32, 1024}}) {
-      models.push_back({l, d, base.batch, base.steps});
-    }
-  }
+  const std::vector<Model> models =
+      args.flag("sweep") ? SweepModels(base) : std::vector<Model>{base};
   try {
     const backend::DeviceInfo& info = frontend::OpenClDevice(0).info();
-    const std::string device = absl::StrCat(info.device_name, " (", info.platform_name, ", ", info.driver_version, ")");
+    const std::string device =
+        absl::StrCat(info.device_name, " (", info.platform_name, ", ", info.driver_version, ")");
     std::printf("lazycl-bench transfer on %s\n", device.c_str());
     std::vector<Result> results;
     for (const Model& m : models) {
-      std::vector<std::vector<float>> reference;
-      for (const char* strategy : kStrategies) {
-        const bool first = std::string(strategy) == kStrategies[0];
-        results.push_back(Run(strategy, m, first ? nullptr : &reference, first ? &reference : nullptr));
-      }
+      std::vector<Result> some = RunTransfer(m);
+      results.insert(results.end(), some.begin(), some.end());
     }
     PrintTable(results);
     bool ok = true;

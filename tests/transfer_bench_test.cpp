@@ -1,0 +1,74 @@
+// The invariants of lazycl-bench transfer (SPEC.md, "Benchmarks"), on the default model and on
+// the --sweep models with fewer steps (every invariant is per step).
+#include "bench/transfer.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace lazycl::bench {
+namespace {
+
+std::map<std::string, Result> ByStrategy(const std::vector<Result>& results) {
+  std::map<std::string, Result> by;
+  for (const Result& r : results) by[r.strategy] = r;
+  return by;
+}
+
+void ExpectInvariants(const Model& m) {
+  SCOPED_TRACE(testing::Message() << "layers " << m.layers << " hidden " << m.hidden << " batch "
+                                  << m.batch << " steps " << m.steps);
+  auto r = ByStrategy(RunTransfer(m));
+  ASSERT_EQ(r.size(), 3u);
+  const Result& loop = r.at("for_loop");
+  const Result& materialized = r.at("scan_materialized");
+  const Result& placeholder = r.at("scan_placeholder");
+  // Each step uploads its input batch once and reads the output once.
+  EXPECT_EQ(loop.h2d_bytes, m.steps * m.batch * m.hidden * 4);
+  EXPECT_EQ(loop.d2h_bytes, m.steps * m.batch * m.hidden * 4);
+  // Placeholders move exactly what the C++ loop moves, and nothing while tracing.
+  EXPECT_EQ(placeholder.h2d_bytes, loop.h2d_bytes);
+  EXPECT_EQ(placeholder.h2d_count, loop.h2d_count);
+  EXPECT_EQ(placeholder.d2h_bytes, loop.d2h_bytes);
+  EXPECT_EQ(placeholder.trace_h2d_bytes, 0);
+  // Tracing on materialized inputs uploads one layer's weights, its bias and the carry per call.
+  const int64_t traced = (m.hidden * m.hidden + m.hidden + m.batch * m.hidden) * 4;
+  EXPECT_EQ(materialized.h2d_bytes - loop.h2d_bytes, m.steps * traced);
+  EXPECT_EQ(materialized.trace_h2d_bytes, m.steps * traced);
+  // Same numbers every way.
+  EXPECT_LE(materialized.max_abs_diff, 1e-4);
+  EXPECT_LE(placeholder.max_abs_diff, 1e-4);
+  // The scan body is compiled at most once, whatever the number of layers.
+  EXPECT_LE(materialized.graph_compiles + placeholder.graph_compiles, 1);
+  EXPECT_EQ(placeholder.setup_h2d_bytes, m.layers * (m.hidden * m.hidden + m.hidden) * 4);
+}
+
+TEST(TransferBenchTest, DefaultModelKeepsTheByteInvariants) {
+  Model m;
+  m.steps = 3;
+  ExpectInvariants(m);
+}
+
+TEST(TransferBenchTest, SweepModelsKeepTheByteInvariants) {
+  Model base;
+  base.steps = 2;
+  for (const Model& m : SweepModels(base)) ExpectInvariants(m);
+}
+
+TEST(TransferBenchTest, ScanCompilesDoNotGrowWithLayers) {
+  // A new width is a new body structure; more layers of it are not.
+  const Model few{2, 48, 4, 2};
+  const Model many{24, 48, 4, 2};
+  auto compiles = [](const Model& m) {
+    int64_t total = 0;
+    for (const Result& r : RunTransfer(m)) {
+      if (r.strategy != "for_loop") total += r.graph_compiles;
+    }
+    return total;
+  };
+  EXPECT_EQ(compiles(few), 1);
+  EXPECT_EQ(compiles(many), 0);
+}
+
+}  // namespace
+}  // namespace lazycl::bench
