@@ -14,6 +14,7 @@
 #include "backend/device.h"
 #include "backend/settings.h"
 #include "bench/commands.h"
+#include "bench/timing.h"
 #include "lazycl/metrics.h"
 
 namespace lazycl::bench {
@@ -21,16 +22,6 @@ namespace {
 
 using backend::BufferId;
 using backend::Device;
-
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 absl::StatusOr<std::unique_ptr<Device>> OpenWithCache(const std::string& cache_dir) {
   const absl::StatusOr<backend::Settings>& process = backend::ProcessSettings();

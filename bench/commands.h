@@ -10,5 +10,7 @@ namespace lazycl::bench {
 int Devices(const std::vector<std::string>& args);
 int Backend(const std::vector<std::string>& args);
 int Transfer(const std::vector<std::string>& args);
+int Ops(const std::vector<std::string>& args);
+int OpsFirstResult(const std::vector<std::string>& args);
 
 }  // namespace lazycl::bench

@@ -92,6 +92,10 @@ constexpr Command kCommands[] = {
      "[--hidden D] "
      "[--batch B] [--steps S] [--sweep] [--json F] [--csv F] [--svg F]",
      lazycl::bench::Transfer},
+    {"ops", "fused elementwise, reductions, softmax, matmul, MLP beside measured limits [--json F] [--repeat N]",
+     lazycl::bench::Ops},
+    {"ops-first-result", "(internal) W1 once in this process, for ops' first-result rows",
+     lazycl::bench::OpsFirstResult},
     {"devices", "list OpenCL platforms and devices, and the one LAZYCL_* selects",
      lazycl::bench::Devices},
     {"backend", "cold build, disk-cache load, 64 MiB upload/download [--reps N]",

@@ -1,0 +1,343 @@
+// lazycl-bench ops: generated kernels measured beside the device's own limits, taken in the same
+// run through the same device (issue "Performance"; SPEC.md, "Benchmarks").
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backend/device.h"
+#include "bench/args.h"
+#include "bench/commands.h"
+#include "bench/timing.h"
+#include "frontend/executor.h"
+#include "frontend/runtime.h"
+#include "lazycl/lazycl.h"
+
+namespace lazycl::bench {
+namespace {
+
+constexpr int64_t kN = int64_t{1} << 24;  // elements of the W1/W2 vectors (64 MiB of f32)
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Hand-written reference kernels: what the device does at its limit, for the ratios.
+constexpr const char* kLimitSource = R"CL(
+__kernel void copy(__global const float* in, __global float* out) {
+  const size_t i = get_global_id(0);
+  out[i] = in[i];
+}
+__kernel void triad(__global const float* a, __global const float* b, __global const float* c,
+                    __global float* out) {
+  const size_t i = get_global_id(0);
+  out[i] = a[i] * b[i] + c[i];
+}
+// Reads every element once: contiguous chunks with vector accumulators.
+__kernel void read_pass(__global const float16* in, __global float* out, int chunk) {
+  const size_t g = get_global_id(0);
+  __global const float16* p = in + g * chunk;
+  float16 acc = (float16)(0.0f);
+  for (int i = 0; i < chunk; ++i) acc += p[i];
+  float8 h8 = acc.lo + acc.hi;
+  float4 h4 = h8.lo + h8.hi;
+  out[g] = h4.x + h4.y + h4.z + h4.w;
+}
+)CL";
+
+struct Limits {
+  double copy_ms = 0, triad_ms = 0, read_ms = 0;
+};
+
+struct Row {
+  std::string name;
+  double value = 0;
+  std::string unit;
+  std::string target;  // e.g. "<= 7.0"
+  bool met = false;
+  double ratio = 0;  // to the limit named in `limit`, where there is one (lower is better)
+  std::string limit;
+  std::string ratio_target;
+  int64_t kernels = -1;
+};
+
+void Check(const absl::Status& s) {
+  if (!s.ok()) throw Error(std::string(s.message()));
+}
+
+Limits MeasureLimits(int repeat) {
+  backend::Device& device = frontend::OpenClDevice(0);
+  backend::BufferManager& buffers = device.buffers();
+  std::vector<backend::BufferId> ids;
+  const size_t bytes = static_cast<size_t>(kN) * 4;
+  std::vector<float> host(static_cast<size_t>(kN), 1.0f);
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(buffers.Declare(bytes, absl::StrCat("limit ", i)));
+    Check(buffers.Upload(ids.back(), host.data(), 0, bytes));
+  }
+  const int groups = 256, chunk = static_cast<int>(kN / 16 / groups);
+  backend::BufferId partial = buffers.Declare(groups * 4, "limit partials");
+  auto kernel = [&](const char* name) {
+    absl::StatusOr<const backend::Kernel*> k = device.GetKernel(kLimitSource, "", name);
+    Check(k.status());
+    return *k;
+  };
+  const backend::Kernel* copy = kernel("copy");
+  const backend::Kernel* triad = kernel("triad");
+  const backend::Kernel* read = kernel("read_pass");
+  const size_t global[] = {static_cast<size_t>(kN)};
+  const size_t local[] = {256};
+  const size_t read_global[] = {static_cast<size_t>(groups)};
+  const size_t read_local[] = {64};
+  auto run = [&](const backend::Kernel* k, std::vector<backend::KernelArg> args, const size_t* g, const size_t* l) {
+    return [&device, k, args, g, l] {
+      Check(device.Launch(k, args, std::span<const size_t>(g, 1), std::span<const size_t>(l, 1)));
+      Check(device.Finish());
+    };
+  };
+  using backend::KernelArg;
+  Limits limits;
+  limits.copy_ms = MedianMs(2, repeat, run(copy, {KernelArg::Read(ids[0]), KernelArg::Write(ids[3])}, global, local));
+  limits.triad_ms = MedianMs(2, repeat,
+                             run(triad, {KernelArg::Read(ids[0]), KernelArg::Read(ids[1]), KernelArg::Read(ids[2]),
+                                         KernelArg::Write(ids[3])},
+                                 global, local));
+  limits.read_ms = MedianMs(
+      2, repeat, run(read, {KernelArg::Read(ids[0]), KernelArg::Write(partial), KernelArg::Int32(chunk)}, read_global,
+                     read_local));
+  for (backend::BufferId id : ids) buffers.Release(id);
+  buffers.Release(partial);
+  return limits;
+}
+
+// Times `make` (build the graph) + sync, and counts its kernels.
+double TimeGraph(int repeat, int64_t* kernels, const std::function<std::vector<Tensor>()>& make) {
+  sync(make());  // compile and warm
+  const int64_t before = metrics::counter("KernelLaunches");
+  sync(make());
+  *kernels = metrics::counter("KernelLaunches") - before;
+  return MedianMs(0, repeat, [&] { sync(make()); });
+}
+
+Tensor Randn(std::vector<int64_t> shape, uint64_t seed) {
+  Tensor t = randn(std::move(shape), seed, DType::f32, Device::opencl());
+  sync({t});
+  return t;
+}
+
+// W1 in this process, from the first lazycl call to the result on the host.
+int FirstResult() {
+  const auto start = std::chrono::steady_clock::now();
+  const Device cl = Device::opencl();
+  Tensor a = zeros({kN}, DType::f32, cl) + 1.5;
+  Tensor b = zeros({kN}, DType::f32, cl) + 2.0;
+  Tensor c = zeros({kN}, DType::f32, cl) - 1.0;
+  sync({a, b, c});
+  const auto inputs_ready = std::chrono::steady_clock::now();
+  Tensor y = relu(a * b + c) * 0.5 + tanh(a);
+  const float first = sum(slice(y, 0, 0, 1)).item<float>();
+  std::printf("%.3f %.3f %.6f\n", MsSince(start), MsSince(inputs_ready), first);
+  return 0;
+}
+
+// Runs `lazycl-bench ops-first-result` in a fresh process with the given caches; returns the
+// milliseconds from its first W1 op to the result, or NaN.
+double FirstResultIn(const std::string& kernel_cache, const std::string& pocl_cache) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string command = absl::StrCat("LAZYCL_KERNEL_CACHE_DIR='", kernel_cache, "' POCL_CACHE_DIR='", pocl_cache,
+                                           "' '", self, "' ops-first-result");
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return std::nan("");
+  double total = std::nan(""), from_inputs = std::nan("");
+  float value = 0;
+  if (std::fscanf(pipe, "%lf %lf %f", &total, &from_inputs, &value) != 3) from_inputs = std::nan("");
+  if (pclose(pipe) != 0) return std::nan("");
+  return from_inputs;
+}
+
+Row MakeRow(std::string name, double value, std::string unit, std::string target) {
+  Row row;
+  row.name = std::move(name);
+  row.value = value;
+  row.unit = std::move(unit);
+  row.target = std::move(target);
+  return row;
+}
+
+std::string Fmt(double v) { return std::isnan(v) ? "n/a" : absl::StrFormat("%.3g", v); }
+
+}  // namespace
+
+int OpsFirstResult(const std::vector<std::string>&) {
+  try {
+    return FirstResult();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "lazycl-bench ops-first-result: %s\n", e.what());
+    return 1;
+  }
+}
+
+int Ops(const std::vector<std::string>& argv) {
+  Args args(argv, {}, {"json", "repeat"});
+  const int repeat = static_cast<int>(args.positive("repeat", 5));
+  if (!args.error().empty()) {
+    std::fprintf(stderr, "lazycl-bench ops: %s\nusage: lazycl-bench ops [--json FILE] [--repeat N]\n",
+                 args.error().c_str());
+    return 2;
+  }
+  try {
+    const backend::DeviceInfo& info = frontend::OpenClDevice(0).info();
+    const std::string device = absl::StrCat(info.device_name, " (", info.platform_name, ", ", info.driver_version, ")");
+    std::printf("lazycl-bench ops on %s, median of %d after warm-up\n", device.c_str(), repeat);
+    const Limits limits = MeasureLimits(repeat);
+    const double bytes = static_cast<double>(kN) * 4;
+    std::printf("limits: copy %.2f ms (%.1f GB/s), a*b+c %.2f ms (%.1f GB/s), read-only pass %.2f ms (%.1f GB/s)\n",
+                limits.copy_ms, 2 * bytes / limits.copy_ms / 1e6, limits.triad_ms, 4 * bytes / limits.triad_ms / 1e6,
+                limits.read_ms, bytes / limits.read_ms / 1e6);
+    std::vector<Row> rows;
+    auto add = [&](Row row) {
+      rows.push_back(row);
+      std::printf("  %-32s %10s %-8s target %-8s %s%s  kernels %s\n", row.name.c_str(), Fmt(row.value).c_str(),
+                  row.unit.c_str(), row.target.c_str(), row.met ? "met" : "MISSED",
+                  row.limit.empty() ? ""
+                                    : absl::StrFormat("  %.2fx %s (target %s)", row.ratio, row.limit, row.ratio_target)
+                                          .c_str(),
+                  row.kernels < 0 ? "-" : absl::StrCat(row.kernels).c_str());
+      std::fflush(stdout);
+    };
+    {
+      Tensor a = Randn({kN}, 1), b = Randn({kN}, 2), c = Randn({kN}, 3);
+      Row r = MakeRow("w1_fused", 0, "ms", "<= 7.0");
+      r.value = TimeGraph(repeat, &r.kernels, [&] { return std::vector<Tensor>{relu(a * b + c) * 0.5 + tanh(a)}; });
+      r.ratio = r.value / limits.triad_ms;
+      r.limit = "of a*b+c";
+      r.ratio_target = "<= 1.15";
+      r.met = r.value <= 7.0 && r.kernels == 1;
+      add(r);
+      std::printf("  %-32s %10.1f GB/s (3 reads + 1 write)\n", "w1_fused bandwidth", 4 * bytes / r.value / 1e6);
+      Row s = MakeRow("w2a_sum", 0, "ms", "<= 1.2");
+      s.value = TimeGraph(repeat, &s.kernels, [&] { return std::vector<Tensor>{sum(a)}; });
+      s.ratio = s.value / limits.read_ms;
+      s.limit = "of read-only pass";
+      s.ratio_target = "<= 1.2";
+      s.met = s.value <= 1.2;
+      add(s);
+    }
+    {
+      Tensor x = Randn({4096, 4096}, 4);
+      Row r = MakeRow("w2b_rowsum", 0, "ms", "<= 1.2");
+      r.value = TimeGraph(repeat, &r.kernels, [&] { return std::vector<Tensor>{sum(x, {1})}; });
+      r.ratio = r.value / limits.read_ms;
+      r.limit = "of read-only pass";
+      r.ratio_target = "<= 1.2";
+      r.met = r.value <= 1.2;
+      add(r);
+      Row s = MakeRow("w2c_softmax", 0, "ms", "<= 4.5");
+      s.value = TimeGraph(repeat, &s.kernels, [&] { return std::vector<Tensor>{softmax(x, 1)}; });
+      s.ratio = s.value / limits.copy_ms;
+      s.limit = "of copy";
+      s.ratio_target = "-";
+      s.met = s.value <= 4.5 && s.kernels == 1;
+      add(s);
+    }
+    for (int64_t n : {1024, 2048}) {
+      Tensor a = Randn({n, n}, 5), b = Randn({n, n}, 6);
+      Row r = MakeRow(n == 1024 ? "w3a_matmul_1024" : "w3b_matmul_2048", 0, "GFLOP/s", n == 1024 ? ">= 120" : ">= 110");
+      const double ms = TimeGraph(std::min(repeat, 3), &r.kernels, [&] { return std::vector<Tensor>{matmul(a, b)}; });
+      r.value = 2.0 * static_cast<double>(n * n * n) / ms / 1e6;
+      r.met = r.value >= (n == 1024 ? 120 : 110);
+      add(r);
+    }
+    {
+      std::vector<Tensor> w, bias;
+      for (int l = 0; l < 8; ++l) {
+        w.push_back(Randn({1024, 1024}, 10 + l) * (1.0 / 32));
+        bias.push_back(Randn({1024}, 20 + l));
+      }
+      sync(w);
+      Tensor x = Randn({256, 1024}, 30);
+      Row r = MakeRow("w4_mlp", 0, "ms", "<= 35");
+      r.value = TimeGraph(std::min(repeat, 3), &r.kernels, [&] {
+        Tensor h = x;
+        for (int l = 0; l < 8; ++l) h = relu(matmul(h, w[l]) + bias[l]);
+        return std::vector<Tensor>{h};
+      });
+      r.met = r.value <= 35;
+      add(r);
+    }
+    {
+      char kernel_cache[] = "/tmp/lazycl-first-XXXXXX";
+      char pocl_cache[] = "/tmp/pocl-first-XXXXXX";
+      if (mkdtemp(kernel_cache) == nullptr || mkdtemp(pocl_cache) == nullptr) throw Error("mkdtemp failed");
+      Row cold = MakeRow("first_result_cold_ms", FirstResultIn(kernel_cache, pocl_cache), "ms", "<= 600");
+      cold.met = cold.value <= 600;
+      Row warm = MakeRow("first_result_warm_ms", FirstResultIn(kernel_cache, pocl_cache), "ms", "<= 10");
+      warm.met = warm.value <= 10;
+      std::filesystem::remove_all(kernel_cache);
+      std::filesystem::remove_all(pocl_cache);
+      add(warm);
+      add(cold);
+    }
+    {
+      // Many small kernels: each reduction ends a kernel. Host time = building the IR, hashing,
+      // finding the cached plan and enqueueing; the device finishes outside the timing.
+      constexpr int kKernels = 200;
+      std::vector<Tensor> xs;
+      for (int i = 0; i < kKernels; ++i) xs.push_back(Randn({64}, 100 + i));
+      auto replay = [&] {
+        std::vector<Tensor> outs;
+        std::vector<TensorImpl*> impls;
+        for (const Tensor& x : xs) outs.push_back(sum(x));
+        for (const Tensor& o : outs) impls.push_back(o.impl().get());
+        const auto start = std::chrono::steady_clock::now();
+        Check(frontend::Materialize(impls));
+        const double ms = MsSince(start);
+        Check(frontend::OpenClDevice(0).Finish());
+        return ms;
+      };
+      replay();
+      const int64_t before = metrics::counter("KernelLaunches");
+      replay();
+      const int64_t kernels = metrics::counter("KernelLaunches") - before;
+      std::vector<double> times;
+      for (int i = 0; i < repeat; ++i) times.push_back(replay());
+      Row r = MakeRow("replay_overhead_us_per_kernel", Median(times) * 1000.0 / static_cast<double>(kernels), "us", "<= 5");
+      r.kernels = kernels;
+      r.met = r.value <= 5;
+      add(r);
+    }
+    if (auto path = args.option("json")) {
+      std::vector<std::string> items;
+      for (const Row& r : rows) {
+        items.push_back(absl::StrFormat(
+            "    {\"name\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", \"target\": \"%s\", \"met\": %s, "
+            "\"ratio\": %.4g, \"limit\": \"%s\", \"ratio_target\": \"%s\", \"kernels\": %d}",
+            r.name, std::isnan(r.value) ? -1.0 : r.value, r.unit, r.target, r.met ? "true" : "false", r.ratio, r.limit,
+            r.ratio_target, r.kernels));
+      }
+      std::ofstream file(*path);
+      file << absl::StrFormat(
+          "{\"device\": \"%s\", \"limits\": {\"copy_ms\": %.4g, \"copy_gbps\": %.4g, \"triad_ms\": %.4g, "
+          "\"triad_gbps\": %.4g, \"read_ms\": %.4g, \"read_gbps\": %.4g},\n \"results\": [\n%s\n]}\n",
+          device, limits.copy_ms, 2 * bytes / limits.copy_ms / 1e6, limits.triad_ms, 4 * bytes / limits.triad_ms / 1e6,
+          limits.read_ms, bytes / limits.read_ms / 1e6, absl::StrJoin(items, ",\n"));
+      if (!file) {
+        std::fprintf(stderr, "lazycl-bench ops: cannot write %s\n", path->c_str());
+        return 1;
+      }
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "lazycl-bench ops: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace lazycl::bench
