@@ -73,7 +73,7 @@ TEST(UnboundedGraphTest, WideExpressionWithBroadcastsAndViews) {
   constexpr int kTerms = 200;
   std::vector<Tensor> rows;
   for (int t = 0; t < kTerms; ++t)
-    rows.push_back(full({1, 8}, static_cast<double>(t), DType::f32, kCl));
+    rows.push_back(tensor(std::vector<float>(8, static_cast<float>(t)), {1, 8}, kCl));
   Tensor acc = zeros({8, 8}, DType::f32, kCl);
   for (int t = 0; t < kTerms; ++t) acc = acc + (t % 2 == 0 ? rows[t] : transpose(rows[t], 0, 1));
   const std::vector<float> got = acc.to_vector<float>();
