@@ -68,6 +68,13 @@ Tensor Random(std::vector<int64_t> shape, DType dtype, std::optional<Device> dev
   return FromVector(values, std::move(shape), DType::f32, device);
 }
 
+// full(), zeros() and ones(); `op` is the name the user called, for error messages.
+Tensor Full(std::vector<int64_t> shape, double value, DType dtype, std::optional<Device> device,
+            absl::string_view op) {
+  CheckShape(shape, op);
+  return frontend::Wrap(ir::MakeConstant(value, dtype, std::move(shape)), Resolve(device));
+}
+
 }  // namespace
 
 Tensor tensor(std::vector<float> data, std::vector<int64_t> shape, std::optional<Device> device) {
@@ -86,14 +93,13 @@ Tensor tensor_bool(std::vector<uint8_t> data, std::vector<int64_t> shape,
 }
 
 Tensor full(std::vector<int64_t> shape, double value, DType dtype, std::optional<Device> device) {
-  CheckShape(shape, "full");
-  return frontend::Wrap(ir::MakeConstant(value, dtype, std::move(shape)), Resolve(device));
+  return Full(std::move(shape), value, dtype, device, "full");
 }
 Tensor zeros(std::vector<int64_t> shape, DType dtype, std::optional<Device> device) {
-  return full(std::move(shape), 0, dtype, device);
+  return Full(std::move(shape), 0, dtype, device, "zeros");
 }
 Tensor ones(std::vector<int64_t> shape, DType dtype, std::optional<Device> device) {
-  return full(std::move(shape), 1, dtype, device);
+  return Full(std::move(shape), 1, dtype, device, "ones");
 }
 
 Tensor arange(int64_t n, DType dtype, std::optional<Device> device) {

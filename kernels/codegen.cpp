@@ -58,6 +58,16 @@ std::string Zero(DType d) { return Literal(0, d); }
 
 size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
+// FNV-1a: unlike absl::Hash, the same in every process.
+uint64_t StableHash(absl::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
 // An index into a node's value: either one linear (row-major) index or one index per dim.
 struct Index {
   bool linear = true;
@@ -194,12 +204,16 @@ class Emitter {
     return v;
   }
 
-  KernelSpec Finish(const std::string& name, const std::string& preamble_body) {
+  // The kernel is named after its own text, so that the same code gets the same name (and
+  // source) whatever the shapes and in every process: the program caches key on the source.
+  KernelSpec Finish(absl::string_view prefix, const std::string& preamble_body) {
+    const std::string signature_and_body =
+        absl::StrCat("(", absl::StrJoin(params_, ",\n    "), ") {\n", preamble_body, body_, "}\n");
     KernelSpec spec;
-    spec.name = name;
+    spec.name =
+        absl::StrCat(prefix, "_", absl::Hex(StableHash(idx_ + signature_and_body) & 0xffffffffu));
     spec.source =
-        absl::StrCat("typedef ", idx_, " idx_t;\n__kernel void ", name, "(",
-                     absl::StrJoin(params_, ",\n    "), ") {\n", preamble_body, body_, "}\n");
+        absl::StrCat("typedef ", idx_, " idx_t;\n__kernel void ", spec.name, signature_and_body);
     spec.args = args_;
     return spec;
   }
@@ -382,10 +396,6 @@ std::string IndexType(const Node& root, const InputMap& inputs, const Target& ta
   return largest < (int64_t{1} << 31) - 1 ? "int" : "long";
 }
 
-std::string KernelName(const char* prefix, const Node& root) {
-  return absl::StrCat(prefix, "_", absl::Hex(root.hash & 0xffffffffu));
-}
-
 }  // namespace
 
 KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inputs,
@@ -397,7 +407,7 @@ KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inpu
       "  const idx_t gid = (idx_t)get_global_id(0);\n  if (gid >= ", e.Sym(n), ") return;\n");
   std::string v = e.Eval(root, Index::Linear("gid"));
   e.Line(absl::StrCat(out_name, "[gid] = ", v, ";"));
-  KernelSpec spec = e.Finish(KernelName("ew", root), preamble);
+  KernelSpec spec = e.Finish("ew", preamble);
   spec.global = {RoundUp(static_cast<size_t>(n), kLocalSize)};
   spec.local = {kLocalSize};
   spec.summary = absl::StrCat("elementwise ", ir::NodeString(root));
@@ -474,7 +484,7 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   e.Dedent();
   e.Line("}");
   e.Line(absl::StrCat(out_name, "[gid] = acc;"));
-  KernelSpec spec = e.Finish(KernelName(split > 1 ? "red_part" : "red", root), pre);
+  KernelSpec spec = e.Finish(split > 1 ? "red_part" : "red", pre);
   spec.global = {RoundUp(static_cast<size_t>(outputs * split), kLocalSize)};
   spec.local = {kLocalSize};
   spec.summary =

@@ -242,6 +242,25 @@ class Lowering {
     return std::clamp<int64_t>(reduced / 8192, 2, 256);
   }
 
+  // Outputs that are only a Reshape (or a chain of them) of another kernel's root hold the same
+  // bytes as that root, so the root writes the output's buffer and the output needs no copy
+  // kernel: sum(x) is a reduction with a Reshape to drop its kept dims. Maps root -> output.
+  absl::flat_hash_map<int, int> ReshapedOutputs(
+      const absl::flat_hash_map<int, int>& output_of) const {
+    absl::flat_hash_map<int, int> alias;
+    for (size_t k = 0; k < g_.outputs.size(); ++k) {
+      const Node* n = g_.nodes[g_.outputs[k]];
+      if (n->op != Op::kReshape) continue;
+      int j = index_.at(n->operands[0].get());
+      while (!root_[j] && g_.nodes[j]->op == Op::kReshape)
+        j = index_.at(g_.nodes[j]->operands[0].get());
+      if (!root_[j] || g_.nodes[j]->op == Op::kBuffer || output_of.contains(j) || alias.contains(j))
+        continue;
+      alias.emplace(j, static_cast<int>(k));
+    }
+    return alias;
+  }
+
   void Emit(Plan* plan, int* too_big) {
     refs_.clear();
     absl::flat_hash_map<int, int> output_of;
@@ -251,6 +270,9 @@ class Lowering {
       plan->output_bytes.push_back(static_cast<size_t>(ir::NumElements(n.shape)) *
                                    dtype_size(n.dtype));
     }
+    const absl::flat_hash_map<int, int> alias = ReshapedOutputs(output_of);
+    absl::flat_hash_set<int> aliased_outputs;
+    for (const auto& [root, k] : alias) aliased_outputs.insert(g_.outputs[k]);
     auto new_temp = [&](size_t bytes) {
       plan->temp_bytes.push_back(bytes);
       plan->temp_last_use.push_back(-1);
@@ -262,10 +284,18 @@ class Lowering {
       const size_t bytes =
           static_cast<size_t>(ir::NumElements(root.shape)) * dtype_size(root.dtype);
       auto out = output_of.find(static_cast<int>(r));
-      BufferRef ref = out != output_of.end() ? BufferRef{BufferRef::Kind::kOutput, out->second}
-                                             : new_temp(bytes);
+      auto aliased = alias.find(static_cast<int>(r));
+      BufferRef ref;
+      if (out != output_of.end()) {
+        ref = BufferRef{BufferRef::Kind::kOutput, out->second};
+      } else if (aliased != alias.end()) {
+        ref = BufferRef{BufferRef::Kind::kOutput, aliased->second};
+      } else {
+        ref = new_temp(bytes);
+      }
       refs_[static_cast<int>(r)] = ref;
       if (bytes == 0) continue;  // nothing to compute
+      if (aliased_outputs.contains(static_cast<int>(r))) continue;  // its root wrote it
 
       std::vector<KernelSpec> specs;
       if (root.op == Op::kMatmul) {

@@ -1,0 +1,167 @@
+// Fusion: how many kernels a computation on device inputs launches (tinygrad's
+// check_schedule, counted here as KernelLaunches around one sync). Every case also checks the
+// values, so that a "fused" kernel that computes the wrong thing cannot pass.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lazycl/lazycl.h"
+
+namespace lazycl {
+namespace {
+
+const Device kCl = Device::opencl(0);
+
+// Kernels launched while computing `t` (its inputs are already on the device).
+int64_t KernelsFor(const Tensor& t) {
+  const int64_t before = metrics::counter("KernelLaunches");
+  sync({t});
+  return metrics::counter("KernelLaunches") - before;
+}
+
+std::vector<float> Values(int64_t n, float scale, float offset) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = offset + scale * static_cast<float>((i * 37) % 101);
+  return v;
+}
+
+TEST(FusionTest, ElementwiseChainIsOneKernel) {
+  const std::vector<float> av = Values(1000, 0.03f, -1.5f);
+  const std::vector<float> bv = Values(1000, -0.02f, 1.0f);
+  const std::vector<float> cv = Values(1000, 0.01f, -0.5f);
+  Tensor a = tensor(av, {10, 100}, kCl);
+  Tensor b = tensor(bv, {10, 100}, kCl);
+  Tensor c = tensor(cv, {10, 100}, kCl);
+  Tensor y = relu(a * b + c) * 0.5 + tanh(a);
+  EXPECT_EQ(KernelsFor(y), 1);
+  const std::vector<float> got = y.to_vector<float>();
+  for (size_t i = 0; i < av.size(); ++i) {
+    const float want = std::max(av[i] * bv[i] + cv[i], 0.0f) * 0.5f + std::tanh(av[i]);
+    EXPECT_NEAR(got[i], want, 1e-5f) << i;
+  }
+}
+
+// sum(exp(x - 1)) is one reduction kernel with its elementwise producer fused in; a large input
+// takes the two-stage path (partials, then a second kernel), so at most 2 kernels either way.
+void ExpectFusedSumOfExp(int64_t n) {
+  const std::vector<float> xv = Values(n, 0.01f, 0.0f);
+  Tensor x = tensor(xv, {n}, kCl);
+  Tensor s = sum(exp(x - 1));
+  const int64_t kernels = KernelsFor(s);
+  EXPECT_GE(kernels, 1);
+  EXPECT_LE(kernels, 2) << "n=" << n;
+  double want = 0;
+  for (float v : xv) want += std::exp(static_cast<double>(v) - 1.0);
+  EXPECT_NEAR(s.item<float>(), want, 1e-4 * want) << "n=" << n;
+}
+
+TEST(FusionTest, SumOfExpOfSmallInputIsAtMostTwoKernels) { ExpectFusedSumOfExp(1000); }
+
+TEST(FusionTest, SumOfExpOfLargeInputIsAtMostTwoKernels) { ExpectFusedSumOfExp(int64_t{1} << 20); }
+
+// Regression: sum() without keepdim is a reduction followed by a Reshape that drops the kept
+// dims; the Reshape was lowered as a copy kernel into a second buffer, so every sum(x) cost an
+// extra launch (3 kernels for the two-stage path). The reduction now writes the output itself.
+TEST(FusionTest, ReshapeOfReductionOutputLaunchesNoCopyKernel) {
+  const std::vector<float> xv = Values(4 * 50, 1.0f, 0.0f);
+  Tensor x = tensor(xv, {4, 50}, kCl);
+  Tensor rows = sum(x, {1});
+  EXPECT_EQ(KernelsFor(rows), 1);
+  EXPECT_EQ(rows.shape(), (std::vector<int64_t>{4}));
+  Tensor all = sum(x);
+  EXPECT_EQ(KernelsFor(all), 1);
+  Tensor flat = reshape(max(x, {0}, true), {5, 10});
+  EXPECT_EQ(KernelsFor(flat), 1);
+  const std::vector<float> got = rows.to_vector<float>();
+  float total = 0;
+  for (int r = 0; r < 4; ++r) {
+    float want = 0;
+    for (int j = 0; j < 50; ++j) want += xv[r * 50 + j];
+    EXPECT_FLOAT_EQ(got[r], want) << r;
+    total += want;
+  }
+  EXPECT_FLOAT_EQ(all.item<float>(), total);
+  const std::vector<float> maxes = flat.to_vector<float>();
+  for (int j = 0; j < 50; ++j) {
+    float want = xv[j];
+    for (int r = 1; r < 4; ++r) want = std::max(want, xv[r * 50 + j]);
+    EXPECT_FLOAT_EQ(maxes[j], want) << j;
+  }
+}
+
+// The same reduction as a kept-dim output and as a reshaped one, in one graph: both read right.
+TEST(FusionTest, ReductionKeptAndReshapedInOneGraphBothCorrect) {
+  Tensor x = tensor(Values(3 * 20, 1.0f, 0.0f), {3, 20}, kCl);
+  Tensor kept = sum(x, {1}, true);
+  Tensor dropped = reshape(kept, {3});
+  Tensor twice = reshape(kept, {1, 3});
+  sync({kept, dropped, twice});
+  const std::vector<float> k = kept.to_vector<float>();
+  EXPECT_EQ(dropped.to_vector<float>(), k);
+  EXPECT_EQ(twice.to_vector<float>(), k);
+  Tensor y = sum(x, {1});
+  Tensor z = y * 2;  // a second output that reads the aliased one
+  sync({y, z});
+  const std::vector<float> yv = y.to_vector<float>();
+  const std::vector<float> zv = z.to_vector<float>();
+  EXPECT_EQ(yv, k);
+  for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(zv[i], 2 * k[i]);
+}
+
+TEST(FusionTest, TransposeFeedingAddIsOneKernel) {
+  const std::vector<float> av = Values(12 * 7, 1.0f, 0.0f);
+  const std::vector<float> bv = Values(7 * 12, -1.0f, 5.0f);
+  Tensor a = tensor(av, {12, 7}, kCl);
+  Tensor b = tensor(bv, {7, 12}, kCl);
+  Tensor y = transpose(a, 0, 1) + b;
+  EXPECT_EQ(KernelsFor(y), 1);
+  const std::vector<float> got = y.to_vector<float>();
+  for (int i = 0; i < 7; ++i) {
+    for (int j = 0; j < 12; ++j) EXPECT_FLOAT_EQ(got[i * 12 + j], av[j * 7 + i] + bv[i * 12 + j]);
+  }
+}
+
+TEST(FusionTest, BroadcastCastWhereChainIsOneKernel) {
+  std::vector<int32_t> iv(6 * 5);
+  for (size_t i = 0; i < iv.size(); ++i) iv[i] = static_cast<int32_t>(i % 7) - 3;
+  const std::vector<float> rowv = Values(5, 0.5f, -1.0f);
+  Tensor ints = tensor(iv, {6, 5}, kCl);
+  Tensor row = tensor(rowv, {5}, kCl);  // broadcast over the 6 rows
+  Tensor f = cast(ints, DType::f32);
+  Tensor y = where(gt(f, broadcast_to(row, {6, 5})), f * 2, row - f);
+  EXPECT_EQ(KernelsFor(y), 1);
+  const std::vector<float> got = y.to_vector<float>();
+  for (int i = 0; i < 6; ++i) {
+    for (int j = 0; j < 5; ++j) {
+      const float fv = static_cast<float>(iv[i * 5 + j]);
+      const float want = fv > rowv[j] ? fv * 2 : rowv[j] - fv;
+      EXPECT_FLOAT_EQ(got[i * 5 + j], want) << i << "," << j;
+    }
+  }
+}
+
+// softmax = max, then exp and sum, then the division: each reduction is a kernel and the
+// division is the third. The count is printed so that a change shows up in the log.
+TEST(FusionTest, SoftmaxIsAtMostFourKernels) {
+  const std::vector<float> xv = Values(8 * 300, 0.05f, -2.0f);
+  Tensor x = tensor(xv, {8, 300}, kCl);
+  Tensor y = softmax(x, -1);
+  const int64_t kernels = KernelsFor(y);
+  std::printf("softmax over [8, 300]: %lld kernels\n", static_cast<long long>(kernels));
+  EXPECT_LE(kernels, 4);
+  const std::vector<float> got = y.to_vector<float>();
+  for (int r = 0; r < 8; ++r) {
+    const float* row = &xv[r * 300];
+    const float m = *std::max_element(row, row + 300);
+    double total = 0;
+    for (int j = 0; j < 300; ++j) total += std::exp(row[j] - m);
+    for (int j = 0; j < 300; ++j)
+      EXPECT_NEAR(got[r * 300 + j], std::exp(row[j] - m) / total, 1e-6) << r << "," << j;
+  }
+}
+
+}  // namespace
+}  // namespace lazycl
