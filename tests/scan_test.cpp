@@ -482,6 +482,39 @@ TEST_F(ScanTest, BodyCapturingAPlaceholderIsAnError) {
   ExpectHealthy();
 }
 
+// Regression: a placeholder given as init or xs used to reach the kernel launch of the first
+// step (after compiling the body), failing there with the backend's message.
+TEST_F(ScanTest, PlaceholderInitOrXsFailsBeforeAnythingRuns) {
+  auto body = [](const Ts& c, const Ts& x) {
+    return Body{{c[0] * 0.8125 + x[0]}, {c[0] - 0.4375}};
+  };
+  auto check = [&](const Ts& init, const Ts& xs, const std::string& shape) {
+    metrics::reset();
+    const std::string e = ErrorOf([&] { scan(body, init, xs); });
+    EXPECT_TRUE(Has(e, "placeholder") && Has(e, "f32") && Has(e, shape)) << e;
+    EXPECT_EQ(C("GraphCompiles"), 0);
+    EXPECT_EQ(C("KernelLaunches"), 0);
+    EXPECT_EQ(C("DeviceLiveBytes"), live_);
+  };
+  Tensor xs = ones({3, 2}, DType::f32, kCl), init = zeros({2}, DType::f32, kCl);
+  sync({xs, init});
+  live_ = C("DeviceLiveBytes");
+  check({placeholder({2}, DType::f32, kCl)}, {xs}, "[2]");
+  check({init}, {placeholder({3, 2}, DType::f32, kCl)}, "[3,2]");
+  // The same from inside a traced function, where scan would get the trace's placeholders.
+  const std::string e = ErrorOf([&] {
+    trace(
+        [&](const Ts& a) {
+          ScanResult r = scan(body, {a[0]}, {a[1]});
+          return Ts{r.carry[0]};
+        },
+        {{{2}, DType::f32}, {{3, 2}, DType::f32}}, kCl);
+  });
+  EXPECT_TRUE(Has(e, "placeholder") && Has(e, "enclosing")) << e;
+  EXPECT_EQ(C("KernelLaunches"), 0);
+  ExpectHealthy();
+}
+
 TEST_F(ScanTest, ValidationErrors) {
   auto keep = [](const Ts& c, const Ts& x) { return Body{{c[0]}, {x[0]}}; };
   for (Device d : {kCl, kHost}) {
