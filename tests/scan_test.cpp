@@ -361,13 +361,16 @@ TEST_F(ScanTest, LiveBytesReturnToStartAfterManyScans) {
     Tensor w = tensor(Iota(9, -1, 0.25f), {3, 3}, kCl);
     for (int i = 0; i < 12; ++i) {
       const int T = 1 + i * 3;
+      // Host init, host xs or neither (both host would run the plain loop).
+      const bool host_init = i % 2 == 1, host_xs = !host_init && i % 4 == 0;
       ScanResult r = scan(
           [&w](const Ts& c, const Ts& x) {
             Tensor h = tanh(matmul(c[0], w) + x[0]);
             return Body{{h}, {h, sum(h)}};
           },
-          {tensor(Iota(3, 0, 1), {1, 3}, i % 2 ? kHost : kCl)},
-          {tensor(Iota(T * 3, 0, 0.1f), {T, 1, 3}, i % 3 ? kCl : kHost)});
+          {tensor(Iota(3, 0, 1), {1, 3}, host_init ? kHost : kCl)},
+          {tensor(Iota(T * 3, 0, 0.1f), {T, 1, 3}, host_xs ? kHost : kCl)});
+      EXPECT_EQ(r.carry[0].device(), kCl);
       EXPECT_EQ(r.ys[0].shape(), (std::vector<int64_t>{T, 1, 3}));
       (void)r.ys[1].to_vector<float>();
     }
