@@ -134,6 +134,19 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   std::vector<Tensor> all = init_d;
   all.insert(all.end(), xs_d.begin(), xs_d.end());
   sync(all);
+  // A placeholder has nothing to scan over: say so before anything is compiled or run (sync
+  // leaves a bare placeholder as it is, since it has no pending work).
+  for (const Tensor& t : all) {
+    const ir::Node& leaf = *t.impl()->node;
+    if (!leaf.storage->placeholder() || leaf.storage->manager().IsWritten(leaf.storage->id()))
+      continue;
+    Throw(absl::FailedPreconditionError(absl::StrCat(
+        "scan: ", frontend::PlaceholderMessage(leaf, device),
+        frontend::TraceScope::active()
+            ? "; scan runs when it is called, so it cannot scan over the placeholders of an "
+              "enclosing trace, call or scan body"
+            : "")));
+  }
 
   // Trace the body once.
   std::vector<Tensor> carry_in, x_in, outputs;
