@@ -362,9 +362,10 @@ std::string IndexType(const Node& root, const InputMap& inputs) {
   return largest < (int64_t{1} << 31) - 1 ? "int" : "long";
 }
 
-std::string KernelName(const char* prefix, const Node& root) {
-  return absl::StrCat(prefix, "_", absl::Hex(root.hash & 0xffffffffu));
-}
+// Each generated program holds one kernel, so a fixed name per kind is enough. The name must not
+// come from Node::hash: that is absl::Hash, salted per process, and a name that changes from run
+// to run changes the source, which is the on-disk program cache's key.
+std::string KernelName(const char* prefix) { return prefix; }
 
 }  // namespace
 
@@ -377,7 +378,7 @@ KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inpu
                                       ") return;\n");
   std::string v = e.Eval(root, Index::Linear("gid"));
   e.Line(absl::StrCat(out_name, "[gid] = ", v, ";"));
-  KernelSpec spec = e.Finish(KernelName("ew", root), preamble);
+  KernelSpec spec = e.Finish(KernelName("ew"), preamble);
   spec.global = {RoundUp(static_cast<size_t>(n), kLocalSize)};
   spec.local = {kLocalSize};
   spec.summary = absl::StrCat("elementwise ", ir::NodeString(root));
@@ -453,7 +454,7 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   e.Dedent();
   e.Line("}");
   e.Line(absl::StrCat(out_name, "[gid] = acc;"));
-  KernelSpec spec = e.Finish(KernelName(split > 1 ? "red_part" : "red", root), pre);
+  KernelSpec spec = e.Finish(KernelName(split > 1 ? "red_part" : "red"), pre);
   spec.global = {RoundUp(static_cast<size_t>(outputs * split), kLocalSize)};
   spec.local = {kLocalSize};
   spec.summary = absl::StrCat(split > 1 ? "partial " : "", "reduce ", ir::NodeString(root), " of ",
