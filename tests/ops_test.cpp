@@ -925,5 +925,16 @@ TEST(OpsTest, DiskCacheHitsAcrossProcesses) {
   EXPECT_EQ(runs[1].second, runs[0].first);
 }
 
+// softmax and log_softmax along a size-0 dim threw "max: cannot reduce an empty dim" on both
+// backends; the result is an empty tensor of the input's shape, as in PyTorch.
+TEST(OpsTest, SoftmaxOverAnEmptyDimIsEmpty) {
+  for (Device d : {Host(), Cl()}) {
+    Tensor x = zeros({2, 0, 3}, DType::f32, d);
+    EXPECT_EQ(softmax(x, 1).shape(), (Shape{2, 0, 3})) << d.str();
+    EXPECT_EQ(log_softmax(x, -2).shape(), (Shape{2, 0, 3})) << d.str();
+    EXPECT_TRUE(softmax(x, 1).to_vector<float>().empty()) << d.str();
+  }
+}
+
 }  // namespace
 }  // namespace lazycl
