@@ -883,6 +883,20 @@ TEST(OpsTest, SoftmaxMatchesHost) {
   }
 }
 
+// Constants out of an integer dtype's range saturate like a cast from double (host_eval.h).
+TEST(OpsTest, OutOfRangeIntegerConstantsSaturate) {
+  for (DType t : {DType::i32, DType::i64}) {
+    for (double v : {3e9, -3e9, 5e9, 1e19, -1e19, 1e30, 2147483647.0, -2147483648.0}) {
+      SCOPED_TRACE(std::string("full ") + dtype_name(t) + " " + std::to_string(v));
+      EXPECT_TRUE(Matches(full({3}, v, t, Host()), full({3}, v, t, Cl()), kExact, nullptr));
+      Tensor h = cast(tensor(std::vector<int32_t>{-2, 0, 7}, {3}, Host()), t);
+      EXPECT_TRUE(Matches(h + v, h.to(Cl()) + v, kExact, nullptr));
+    }
+    SCOPED_TRACE(std::string("full NaN ") + dtype_name(t));
+    EXPECT_TRUE(Matches(full({3}, kNaN, t, Host()), full({3}, kNaN, t, Cl()), kExact, nullptr));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Regressions
 
@@ -923,6 +937,26 @@ TEST(OpsTest, DiskCacheHitsAcrossProcesses) {
   EXPECT_GT(runs[0].first, 0);
   EXPECT_EQ(runs[1].first, 0) << "the second process rebuilt programs that the first cached";
   EXPECT_EQ(runs[1].second, runs[0].first);
+}
+
+// Integer + - * with a constant operand came out as "x + ((int)-2147483648L)": signed overflow
+// is undefined in OpenCL C, and PoCL's compiler made -2 + INT_MIN give -2. They must wrap.
+TEST(OpsTest, IntegerOverflowWithAConstantWraps) {
+  for (DType t : {DType::i32, DType::i64}) {
+    const double big = t == DType::i32 ? 2147483647.0 : 9.2e18;
+    const double min = t == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+    Tensor h = cast(tensor(std::vector<int32_t>{-2, 3, 1 << 30, -(1 << 30)}, {4}, Host()), t);
+    Tensor d = h.to(Cl());
+    SCOPED_TRACE(dtype_name(t));
+    EXPECT_TRUE(Matches(h + min, d + min, kExact, nullptr));
+    EXPECT_TRUE(Matches(min + h, min + d, kExact, nullptr));
+    EXPECT_TRUE(Matches(h + big, d + big, kExact, nullptr));
+    EXPECT_TRUE(Matches(h - big, d - big, kExact, nullptr));
+    EXPECT_TRUE(Matches(-big - h, -big - d, kExact, nullptr));
+    EXPECT_TRUE(Matches(h * big, d * big, kExact, nullptr));
+    EXPECT_TRUE(Matches(-(h - big), -(d - big), kExact, nullptr));
+    EXPECT_TRUE(Matches(abs(h - big - 2.0), abs(d - big - 2.0), kExact, nullptr));
+  }
 }
 
 // softmax and log_softmax along a size-0 dim threw "max: cannot reduce an empty dim" on both
