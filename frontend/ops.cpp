@@ -407,14 +407,16 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   dim = NormalizeDim(dim, x.dim(), "softmax");
-  Tensor z = x - max(x, {dim}, true);
+  // max has no identity over an empty dim; the result is empty then (as in PyTorch) and needs no
+  // shift.
+  Tensor z = x.size(dim) == 0 ? x : x - max(x, {dim}, true);
   Tensor e = exp(z);
   return e / sum(e, {dim}, true);
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   dim = NormalizeDim(dim, x.dim(), "log_softmax");
-  Tensor z = x - max(x, {dim}, true);
+  Tensor z = x.size(dim) == 0 ? x : x - max(x, {dim}, true);  // see softmax
   return z - log(sum(exp(z), {dim}, true));
 }
 

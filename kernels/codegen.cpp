@@ -56,6 +56,16 @@ std::string Literal(double v, DType d) {
 
 std::string Zero(DType d) { return Literal(0, d); }
 
+bool IsInt(DType d) { return d == DType::i32 || d == DType::i64; }
+
+// Integer + - * wrap (host_eval.h). Signed overflow is undefined in OpenCL C, and the compiler
+// does exploit it once a constant is involved, so compute in the unsigned type and reinterpret.
+std::string Wrapping(const std::string& a, const char* op, const std::string& b, DType d) {
+  const char* u = d == DType::i32 ? "uint" : "ulong";
+  const char* s = d == DType::i32 ? "int" : "long";
+  return absl::StrCat("as_", s, "(as_", u, "(", a, ") ", op, " as_", u, "(", b, "))");
+}
+
 size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 // FNV-1a: unlike absl::Hash, the same in every process.
@@ -232,6 +242,7 @@ class Emitter {
       case Op::kIota:
         return Assign(t, absl::StrCat("(", CType(t), ")(", Linear(idx, n.shape), ")"));
       case Op::kNeg:
+        if (IsInt(t)) return Assign(t, Wrapping(Zero(t), "-", operand(0), t));
         return Assign(t, absl::StrCat("-", operand(0)));
       case Op::kExp:
         return Assign(t, absl::StrCat("exp(", operand(0), ")"));
@@ -250,7 +261,7 @@ class Emitter {
       case Op::kAbs: {
         std::string x = operand(0);
         if (t == DType::f32) return Assign(t, absl::StrCat("fabs(", x, ")"));
-        return Assign(t, absl::StrCat(x, " < ", Zero(t), " ? -", x, " : ", x));
+        return Assign(t, absl::StrCat(x, " < ", Zero(t), " ? ", Wrapping(Zero(t), "-", x, t), " : ", x));
       }
       case Op::kSin:
         return Assign(t, absl::StrCat("sin(", operand(0), ")"));
@@ -261,10 +272,13 @@ class Emitter {
       case Op::kCast:
         return Assign(t, Convert(operand(0), n.operands[0]->dtype, t));
       case Op::kAdd:
+        if (IsInt(t)) return Assign(t, Wrapping(operand(0), "+", operand(1), t));
         return Assign(t, absl::StrCat(operand(0), " + ", operand(1)));
       case Op::kSub:
+        if (IsInt(t)) return Assign(t, Wrapping(operand(0), "-", operand(1), t));
         return Assign(t, absl::StrCat(operand(0), " - ", operand(1)));
       case Op::kMul:
+        if (IsInt(t)) return Assign(t, Wrapping(operand(0), "*", operand(1), t));
         return Assign(t, absl::StrCat(operand(0), " * ", operand(1)));
       case Op::kDiv:
         return Assign(t, absl::StrCat(operand(0), " / ", operand(1)));
