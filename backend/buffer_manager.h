@@ -15,6 +15,9 @@ using BufferId = uint64_t;
 // buffer across managers and is never reused. Never 0.
 BufferId NewBufferId();
 
+// The error for reading a buffer that was declared but never written.
+absl::Status NotWrittenError(const std::string& label, size_t bytes);
+
 // A buffer is *declared* (a size and a label, no memory), then *allocated* (storage obtained
 // when a kernel is about to write it or data is uploaded), and *written* once data is in it.
 // A declared buffer that is never written is what a placeholder is: reading it is an error.

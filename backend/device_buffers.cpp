@@ -192,11 +192,7 @@ absl::Status DeviceBuffers::PrepareWrite(BufferId id) {
 
 absl::Status DeviceBuffers::CheckReadable(BufferId id) const {
   const Entry& entry = Get(id);
-  if (!entry.written) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("buffer '", entry.label, "' (", entry.bytes,
-                     " bytes) holds no data: it was declared but never written"));
-  }
+  if (!entry.written) return NotWrittenError(entry.label, entry.bytes);
   return absl::OkStatus();
 }
 

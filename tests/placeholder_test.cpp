@@ -10,21 +10,18 @@
 #include "frontend/tensor_impl.h"
 #include "gtest/gtest.h"
 #include "lazycl/lazycl.h"
+#include "test_util.h"
 
 namespace lazycl {
 namespace {
 
+using test::C;
+using test::ErrorOf;
+using test::Has;
+using test::Iota;
+using test::NumParams;
+
 const Device kCl = Device::opencl(0);
-
-int64_t C(const char* name) { return metrics::counter(name); }
-
-// The number of parameters of the graph that computes `outputs`: Buffer leaves de-duplicated by
-// buffer id, placeholders included.
-int NumParams(const std::vector<Tensor>& outputs) {
-  std::vector<const ir::Node*> nodes;
-  for (const Tensor& t : outputs) nodes.push_back(t.impl()->node.get());
-  return frontend::BuildGraph(nodes, /*bind_offsets=*/false).graph.num_params;
-}
 
 // Runs `read` and expects a lazycl::Error naming a placeholder, `shape` and `dtype`.
 template <class F>

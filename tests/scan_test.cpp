@@ -10,37 +10,22 @@
 #include "frontend/trace_scope.h"
 #include "gtest/gtest.h"
 #include "lazycl/lazycl.h"
+#include "test_util.h"
 
 namespace lazycl {
 namespace {
 
+using test::C;
+using test::ErrorOf;
+using test::Has;
+using test::Iota;
+using test::NumParams;
+
 const Device kCl = Device::opencl(0);
 const Device kHost = Device::host();
 
-int64_t C(const char* name) { return metrics::counter(name); }
-
 using Ts = std::vector<Tensor>;
 using Body = std::pair<Ts, Ts>;
-
-std::vector<float> Iota(int n, float start, float step) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = start + step * static_cast<float>(i);
-  return v;
-}
-
-template <class F>
-std::string ErrorOf(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool Has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, double tol) {
   ASSERT_EQ(got.size(), want.size());
