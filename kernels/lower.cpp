@@ -21,6 +21,9 @@ using ir::Shape;
 // A fused subexpression larger than this is materialized rather than recomputed when two
 // kernels need it.
 constexpr int kMaxRecomputedNodes = 32;
+// A kernel's fused expression is at most this deep: code generation recurses once per level
+// (and the stack frames are large under sanitizers), and very long kernels compile slowly.
+constexpr int kMaxFusedDepth = 64;
 // Leave room below the device's argument limit for the kernel's own bookkeeping.
 constexpr int64_t kArgBytesMargin = 64;
 
@@ -58,6 +61,7 @@ class Lowering {
       }
     }
     MaterializeSharedExpensiveNodes();
+    MaterializeDeepChains();
     // Emit; while some kernel's arguments do not fit, materialize part of it and emit again.
     for (int attempt = 0;; ++attempt) {
       Plan plan;
@@ -115,6 +119,21 @@ class Lowering {
           break;
         }
       }
+    }
+  }
+
+  // Cuts fused chains deeper than kMaxFusedDepth by materializing the node at the limit.
+  void MaterializeDeepChains() {
+    std::vector<int> depth(g_.nodes.size(), 0);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (g_.nodes[i]->op == Op::kBuffer) continue;
+      int d = 0;
+      for (const ir::NodePtr& o : g_.nodes[i]->operands) {
+        const int j = index_.at(o.get());
+        if (!IsInput(j)) d = std::max(d, depth[j]);
+      }
+      depth[i] = d + 1;
+      if (depth[i] >= kMaxFusedDepth && !root_[i]) root_[i] = true;
     }
   }
 
