@@ -282,6 +282,13 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt,
 Tensor Tensor::grad() const { return ImplOf(*this, "grad").grad; }
 void Tensor::backward() const { Backward(*this, nullptr); }
 void Tensor::backward(const Tensor& gradient) const { Backward(*this, &gradient); }
+Tensor Tensor::detach() const {
+  const TensorImpl& impl = ImplOf(*this, "detach");
+  auto out = std::make_shared<TensorImpl>();
+  out->node = impl.node;
+  out->device = impl.device;
+  return Tensor(std::move(out));
+}
 bool Tensor::is_leaf() const { return ImplOf(*this, "is_leaf").grad_fn == nullptr; }
 
 }  // namespace lazycl

@@ -49,6 +49,8 @@ class Tensor {
   Tensor grad() const;
   void backward() const;
   void backward(const Tensor& gradient) const;
+  // The same value with no gradient record (a leaf that does not require grad).
+  Tensor detach() const;
   // A leaf: not computed from anything (a tensor that requires grad and has no record).
   bool is_leaf() const;
 
