@@ -29,20 +29,19 @@ class OpGradFn : public GradFn {
     const Tensor& g = output_adjoints[0];
     if (!g.defined()) return result;
     // Reuse computed values: an input's current node (a buffer once computed) and the output's.
+    // Every input's node is a target, so that the walk never goes below one: a detached
+    // tensor's pending IR may lead to a tensor that requires grad, but no gradient flows there.
     absl::flat_hash_map<const ir::Node*, ir::NodePtr> values;
-    std::vector<ir::NodePtr> targets;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i]->device == device && inputs[i]->node != boundary[i])
         values[boundary[i].get()] = inputs[i]->node;
-      if (inputs[i]->requires_grad) targets.push_back(boundary[i]);
     }
     if (std::shared_ptr<TensorImpl> out = output.lock(); out && out->node != expr)
       values[expr.get()] = out->node;
-    std::vector<ir::NodePtr> adjoints = Backprop({expr}, {g.impl()->node}, targets, values);
-    size_t t = 0;
+    std::vector<ir::NodePtr> adjoints = Backprop({expr}, {g.impl()->node}, boundary, values);
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i]->requires_grad) continue;
-      ir::NodePtr a = std::move(adjoints[t++]);
+      ir::NodePtr a = std::move(adjoints[i]);
       if (!a) continue;
       result[i] = Wrap(std::move(a), device);
       if (inputs[i]->device != device) result[i] = Transfer(result[i], inputs[i]->device);
@@ -179,9 +178,16 @@ void RecordOp(const std::shared_ptr<TensorImpl>& result, ir::NodePtr expr,
       break;
     }
   }
-  absl::flat_hash_set<const ir::Node*> seen;
+  // One input per node: x * x reads x once for its adjoint. Two tensors sharing a node is
+  // avoided (identity views above, detach() below); should it happen, the one that requires
+  // grad gets the adjoint.
+  absl::flat_hash_map<const ir::Node*, size_t> seen;
   for (const OpInput& in : inputs) {
-    if (!seen.insert(in.node.get()).second) continue;  // x * x: one input, one adjoint
+    auto [it, inserted] = seen.emplace(in.node.get(), fn->inputs.size());
+    if (!inserted) {
+      if (!fn->inputs[it->second]->requires_grad) fn->inputs[it->second] = in.tensor->impl();
+      continue;
+    }
     fn->inputs.push_back(in.tensor->impl());
     fn->boundary.push_back(in.node);
   }
@@ -285,7 +291,11 @@ void Tensor::backward(const Tensor& gradient) const { Backward(*this, &gradient)
 Tensor Tensor::detach() const {
   const TensorImpl& impl = ImplOf(*this, "detach");
   auto out = std::make_shared<TensorImpl>();
-  out->node = impl.node;
+  // A node of its own (the same buffer, or a no-op view of the pending computation), so that a
+  // record never sees the detached tensor and the original as one input.
+  const ir::NodePtr& n = impl.node;
+  out->node = n->op == ir::Op::kBuffer ? ir::MakeBuffer(n->storage, n->dtype, n->shape)
+                                       : frontend::ValueOrThrow(ir::MakeReshape(n, n->shape));
   out->device = impl.device;
   return Tensor(std::move(out));
 }

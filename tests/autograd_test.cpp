@@ -245,6 +245,19 @@ TEST(AutogradTest, RequiresGradPropagation) {
   EXPECT_TRUE(d.is_leaf());
 }
 
+TEST(AutogradTest, DetachedCopyIsAConstant) {
+  for (Device device : {Device::host(), Cl()}) {
+    Tensor x = F({1, 2}, {2}, device).requires_grad_();
+    Tensor c = x.detach();
+    EXPECT_FALSE(c.requires_grad());
+    // d/dx sum(c * x) = c, not 2x.
+    EXPECT_EQ(grad(sum(c * x), {x})[0].to_vector<float>(), (std::vector<float>{1, 2}));
+    Tensor y = exp(x);  // pending on a device
+    EXPECT_EQ(grad(sum(y.detach() * x + y * 0.0), {x})[0].to_vector<float>(),
+              exp(x).detach().to_vector<float>());
+  }
+}
+
 TEST(AutogradTest, GradWrtIntermediate) {
   Tensor x = F({1, 2}, {2}, Device::host()).requires_grad_();
   Tensor y = x * 3.0;
