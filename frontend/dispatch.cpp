@@ -85,12 +85,12 @@ Tensor Transfer(const Tensor& t, Device to) {
     auto out = std::make_shared<TensorImpl>();
     out->node = ir::MakeBuffer(host, leaf.dtype, leaf.shape);
     out->device = to;
-    out->requires_grad = impl.requires_grad;
+    if (impl.requires_grad) RecordTransfer(*out, t.impl());
     return Tensor(std::move(out));
   }
   Tensor result = FromHostBytes(backend::HostMemory().Data(host->id()), host->bytes(), leaf.dtype,
                                 leaf.shape, to);
-  result.impl()->requires_grad = impl.requires_grad;
+  if (impl.requires_grad) RecordTransfer(*result.impl(), t.impl());
   return result;
 }
 
@@ -112,17 +112,20 @@ ir::NodePtr NodeOn(const Tensor& t, Device device, absl::string_view op, int ope
   return Transfer(t, device).impl()->node;
 }
 
-Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device) {
+Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device, std::span<const OpInput> inputs) {
   if (!node.ok()) Throw(node.status());
   auto impl = std::make_shared<TensorImpl>();
   impl->device = device;
+  const bool record = is_floating((*node)->dtype) && AnyRequiresGrad(inputs);
   if (device.is_host()) {
     const ir::Shape shape = (*node)->shape;
     const DType dtype = (*node)->dtype;
     impl->node = ir::MakeBuffer(ValueOrThrow(EvaluateOnHost(*node)), dtype, shape);
+    if (record) RecordOp(impl, *std::move(node), inputs);
     return Tensor(std::move(impl));
   }
   impl->node = *std::move(node);
+  if (record) RecordOp(impl, impl->node, inputs);
   if (impl->node->pending > kMaxPendingNodes && !TraceScope::active())
     ThrowIfError(Materialize({impl.get()}));
   return Tensor(std::move(impl));

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "absl/strings/string_view.h"
+#include "frontend/autograd.h"
 #include "frontend/ir.h"
 #include "frontend/tensor_impl.h"
 #include "lazycl/tensor.h"
@@ -27,8 +28,14 @@ inline Device OpDevice(std::initializer_list<const Tensor*> operands, absl::stri
 ir::NodePtr NodeOn(const Tensor& t, Device device, absl::string_view op, int operand);
 
 // A tensor whose value is `node` on `device`: evaluated now on the host; recorded on a device,
-// and computed now if its pending graph grew past kMaxPendingNodes.
-Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device);
+// and computed now if its pending graph grew past kMaxPendingNodes. `inputs` are the op's
+// operands as it read them (autograd.h): when one requires grad, so does a floating result,
+// which then remembers `node` and the inputs.
+Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device, std::span<const OpInput> inputs = {});
+inline Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device,
+                   std::initializer_list<OpInput> inputs) {
+  return Wrap(std::move(node), device, std::span<const OpInput>(inputs.begin(), inputs.size()));
+}
 
 // Copies between host and devices (counted).
 Tensor Transfer(const Tensor& t, Device to);

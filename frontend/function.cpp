@@ -1,11 +1,13 @@
 #include "lazycl/function.h"
 
+#include <mutex>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/autograd.h"
 #include "frontend/dispatch.h"
 #include "frontend/ir.h"
 #include "frontend/tensor_impl.h"
@@ -26,6 +28,9 @@ struct Function::State {
   std::vector<ir::NodePtr> placeholders;  // per argument
   std::vector<Tensor> outputs;            // as traced
   std::vector<int> used;
+  // The gradient, traced on first use (autograd): see MakeBackward.
+  mutable std::once_flag backward_once;
+  mutable std::unique_ptr<Function> backward;
 };
 
 namespace {
@@ -48,6 +53,101 @@ absl::flat_hash_set<const ir::Storage*> LeafStorages(const std::vector<const ir:
   }
   return storages;
 }
+
+// The gradient of a traced function is itself a traced Function, traced once per Function:
+// arguments (the forward's arguments, then one cotangent per floating output) -> one gradient
+// per differentiable argument (used and floating). It is the VJP (Backprop) of the forward's IR,
+// so arguments it does not need are pruned like any other, and unused forward arguments are not
+// among its parameters. Captured tensors get no gradient.
+std::vector<int> DifferentiableArgs(const Function::State& s) {
+  std::vector<int> out;
+  for (int i : s.used) {
+    if (is_floating(s.specs[i].dtype)) out.push_back(i);
+  }
+  return out;
+}
+
+std::vector<int> FloatingOutputs(const Function::State& s) {
+  std::vector<int> out;
+  for (size_t k = 0; k < s.outputs.size(); ++k) {
+    if (is_floating(s.outputs[k].dtype())) out.push_back(static_cast<int>(k));
+  }
+  return out;
+}
+
+const Function& BackwardOf(const std::shared_ptr<const Function::State>& state) {
+  std::call_once(state->backward_once, [&] {
+    const Function::State* s = state.get();
+    std::vector<TensorSpec> specs = s->specs;
+    const std::vector<int> outs = FloatingOutputs(*s);
+    for (int k : outs) specs.push_back({s->outputs[k].shape(), s->outputs[k].dtype()});
+    Fn bwd = [s, outs](const std::vector<Tensor>& in) {
+      const size_t n = s->specs.size();
+      absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
+      for (int i : s->used) replace[s->placeholders[i].get()] = in[i].impl()->node;
+      std::vector<ir::NodePtr> forward;
+      for (const Tensor& out : s->outputs) forward.push_back(out.impl()->node);
+      forward = ir::Substitute(forward, replace);
+      std::vector<ir::NodePtr> roots, seeds, targets;
+      for (size_t j = 0; j < outs.size(); ++j) {
+        roots.push_back(forward[outs[j]]);
+        seeds.push_back(in[n + j].impl()->node);
+      }
+      const std::vector<int> diff = DifferentiableArgs(*s);
+      for (int i : diff) targets.push_back(in[i].impl()->node);
+      std::vector<ir::NodePtr> adjoints = frontend::Backprop(roots, seeds, targets, {});
+      std::vector<Tensor> grads;
+      for (size_t t = 0; t < diff.size(); ++t) {
+        grads.push_back(adjoints[t] ? frontend::Wrap(adjoints[t], s->device)
+                                    : frontend::ZerosOn(s->specs[diff[t]].shape,
+                                                        s->specs[diff[t]].dtype, s->device));
+      }
+      return grads;
+    };
+    state->backward = std::make_unique<Function>(trace(std::move(bwd), specs, s->device));
+  });
+  return *state->backward;
+}
+
+// A call of a traced function: its backward calls the traced gradient.
+class CallGradFn : public frontend::GradFn {
+ public:
+  std::shared_ptr<const Function::State> state;
+  std::vector<ir::NodePtr> arg_nodes;  // per argument: the node the call read (null: unused)
+
+  std::vector<Tensor> Backward(const std::vector<Tensor>& output_adjoints) override {
+    const Function::State& s = *state;
+    const Function& bwd = BackwardOf(state);
+    std::vector<Tensor> args;
+    for (size_t i = 0; i < s.specs.size(); ++i) {
+      // A used argument is read as the call read it (on the device), or as its computed
+      // buffer if it has one there now; an unused one is a Constant that nothing reads.
+      ir::NodePtr node = arg_nodes[i];
+      if (node && inputs[i]->device == s.device) node = inputs[i]->node;
+      if (!node) node = ir::MakeConstant(0, s.specs[i].dtype, s.specs[i].shape);
+      auto impl = std::make_shared<TensorImpl>();
+      impl->node = std::move(node);
+      impl->device = s.device;
+      args.push_back(Tensor(std::move(impl)));
+    }
+    for (int k : FloatingOutputs(s)) {
+      const Tensor& g = output_adjoints[k];
+      args.push_back(g.defined()
+                         ? g
+                         : frontend::ZerosOn(s.outputs[k].shape(), s.outputs[k].dtype(), s.device));
+    }
+    std::vector<Tensor> grads = bwd(args);
+    std::vector<Tensor> result(inputs.size());
+    const std::vector<int> diff = DifferentiableArgs(s);
+    for (size_t t = 0; t < diff.size(); ++t) {
+      const int i = diff[t];
+      if (!inputs[i]->requires_grad) continue;
+      result[i] = inputs[i]->device == s.device ? grads[t] : grads[t].to(inputs[i]->device);
+    }
+    return result;
+  }
+  int num_outputs() const override { return static_cast<int>(state->outputs.size()); }
+};
 
 }  // namespace
 
@@ -108,12 +208,27 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
   std::vector<ir::NodePtr> roots;
   for (const Tensor& out : s.outputs) roots.push_back(out.impl()->node);
   std::vector<ir::NodePtr> substituted = ir::Substitute(roots, replace);
+  bool record = false;
+  for (const Tensor& a : args) record = record || a.impl()->requires_grad;
   std::vector<Tensor> results;
   for (size_t k = 0; k < substituted.size(); ++k) {
     auto impl = std::make_shared<TensorImpl>();
     impl->node = substituted[k];
+    // A result that is an argument (or another result) gets a node of its own, so that no two
+    // tensors share a node in a gradient record.
+    if (record) impl->node = frontend::ValueOrThrow(ir::MakeReshape(impl->node, impl->node->shape));
     impl->device = s.outputs[k].device();
     results.push_back(Tensor(std::move(impl)));
+  }
+  if (record) {
+    auto fn = std::make_shared<CallGradFn>();
+    fn->state = state_;
+    for (size_t i = 0; i < args.size(); ++i) {
+      fn->inputs.push_back(args[i].impl());
+      auto it = replace.find(s.placeholders[i].get());
+      fn->arg_nodes.push_back(it == replace.end() ? nullptr : it->second);
+    }
+    frontend::RecordOutputs(results, std::move(fn));
   }
   return results;
 }

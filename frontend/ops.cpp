@@ -88,22 +88,25 @@ Tensor Scalar(double value, const Tensor& like) {
 // The shared path of binary and comparison ops: common device, dtype and shape.
 Tensor Binary(Op op, const Tensor& a, const Tensor& b, absl::string_view name) {
   const Device device = frontend::OpDevice({&a, &b}, name);
-  NodePtr x = NodeOn(a, device, name, 0);
-  NodePtr y = NodeOn(b, device, name, 1);
+  const NodePtr a0 = NodeOn(a, device, name, 0);
+  const NodePtr b0 = NodeOn(b, device, name, 1);
+  NodePtr x = a0;
+  NodePtr y = b0;
   DType dtype = promote(x->dtype, y->dtype);
   if (op == Op::kDiv || op == Op::kPow) dtype = DType::f32;
   if (ir::Category(op) == ir::OpCategory::Binary && dtype == DType::boolean) dtype = DType::i32;
   const Shape shape = BroadcastShapes({&x->shape, &y->shape}, name);
   x = BroadcastNode(CastNode(std::move(x), dtype), shape);
   y = BroadcastNode(CastNode(std::move(y), dtype), shape);
-  return Wrap(ir::MakeBinary(op, std::move(x), std::move(y)), device);
+  return Wrap(ir::MakeBinary(op, std::move(x), std::move(y)), device, {{&a, a0}, {&b, b0}});
 }
 
 Tensor Unary(Op op, const Tensor& x, absl::string_view name, bool floating) {
   const Device device = frontend::OpDevice({&x}, name);
-  NodePtr n = NodeOn(x, device, name, 0);
+  const NodePtr x0 = NodeOn(x, device, name, 0);
+  NodePtr n = x0;
   if (floating && !is_floating(n->dtype)) n = CastNode(std::move(n), DType::f32);
-  return Wrap(ir::MakeUnary(op, std::move(n)), device);
+  return Wrap(ir::MakeUnary(op, std::move(n)), device, {{&x, x0}});
 }
 
 std::vector<int64_t> ReduceAxes(const Tensor& x, std::vector<int64_t> dims, absl::string_view op) {
@@ -125,7 +128,8 @@ Tensor Reduce(Op op, const Tensor& x, std::vector<int64_t> dims, bool keepdim,
               absl::string_view name, DType compute) {
   const std::vector<int64_t> axes = ReduceAxes(x, std::move(dims), name);
   const Device device = frontend::OpDevice({&x}, name);
-  NodePtr n = CastNode(NodeOn(x, device, name, 0), compute);
+  const NodePtr x0 = NodeOn(x, device, name, 0);
+  NodePtr n = CastNode(x0, compute);
   NodePtr r = ValueOrThrow(ir::MakeReduce(op, std::move(n), axes));
   if (!keepdim) {
     Shape kept;
@@ -135,13 +139,14 @@ Tensor Reduce(Op op, const Tensor& x, std::vector<int64_t> dims, bool keepdim,
     }
     r = ValueOrThrow(ir::MakeReshape(std::move(r), std::move(kept)));
   }
-  return Wrap(std::move(r), device);
+  return Wrap(std::move(r), device, {{&x, x0}});
 }
 
 // A view of x on its own device.
 Tensor View(const Tensor& x, absl::string_view name, const auto& make) {
   const Device device = frontend::OpDevice({&x}, name);
-  return Wrap(make(NodeOn(x, device, name, 0)), device);
+  const NodePtr x0 = NodeOn(x, device, name, 0);
+  return Wrap(make(x0), device, {{&x, x0}});
 }
 
 }  // namespace
@@ -186,14 +191,17 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     Invalid("where",
             absl::StrCat("the condition must be a bool tensor, got ", dtype_name(c->dtype)));
   }
-  NodePtr x = NodeOn(a, device, "where", 1);
-  NodePtr y = NodeOn(b, device, "where", 2);
+  const NodePtr a0 = NodeOn(a, device, "where", 1);
+  const NodePtr b0 = NodeOn(b, device, "where", 2);
+  const NodePtr c0 = c;
+  NodePtr x = a0;
+  NodePtr y = b0;
   const DType dtype = promote(x->dtype, y->dtype);
   const Shape shape = BroadcastShapes({&c->shape, &x->shape, &y->shape}, "where");
   return Wrap(ir::MakeWhere(BroadcastNode(std::move(c), shape),
                             BroadcastNode(CastNode(std::move(x), dtype), shape),
                             BroadcastNode(CastNode(std::move(y), dtype), shape)),
-              device);
+              device, {{&cond, c0}, {&a, a0}, {&b, b0}});
 }
 Tensor where(const Tensor& cond, const Tensor& a, double b) { return where(cond, a, Scalar(b, a)); }
 Tensor where(const Tensor& cond, double a, const Tensor& b) { return where(cond, Scalar(a, b), b); }
@@ -218,8 +226,10 @@ Tensor max(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   const Device device = frontend::OpDevice({&a, &b}, "matmul");
-  NodePtr x = NodeOn(a, device, "matmul", 0);
-  NodePtr y = NodeOn(b, device, "matmul", 1);
+  const NodePtr a0 = NodeOn(a, device, "matmul", 0);
+  const NodePtr b0 = NodeOn(b, device, "matmul", 1);
+  NodePtr x = a0;
+  NodePtr y = b0;
   if (x->shape.size() < 2 || y->shape.size() < 2) {
     Invalid("matmul", absl::StrCat("expected operands of rank >= 2, got ",
                                    ir::ShapeString(x->shape), " and ", ir::ShapeString(y->shape)));
@@ -243,7 +253,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   ys.insert(ys.end(), y->shape.end() - 2, y->shape.end());
   x = BroadcastNode(CastNode(std::move(x), dtype), xs);
   y = BroadcastNode(CastNode(std::move(y), dtype), ys);
-  return Wrap(ir::MakeMatmul(std::move(x), std::move(y)), device);
+  return Wrap(ir::MakeMatmul(std::move(x), std::move(y)), device, {{&a, a0}, {&b, b0}});
 }
 
 Tensor reshape(const Tensor& x, std::vector<int64_t> shape) {
@@ -377,8 +387,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   out[dim] = total;
   NodePtr acc;
   int64_t offset = 0;
+  std::vector<frontend::OpInput> inputs;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    NodePtr n = CastNode(NodeOn(tensors[i], device, "cat", static_cast<int>(i)), sum_dtype);
+    inputs.push_back({&tensors[i], NodeOn(tensors[i], device, "cat", static_cast<int>(i))});
+    NodePtr n = CastNode(inputs.back().node, sum_dtype);
     const int64_t extent = n->shape[dim];
     std::vector<int64_t> before(rank, 0);
     before[dim] = offset;
@@ -386,7 +398,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     if (n->shape != out) n = ValueOrThrow(ir::MakePad(std::move(n), std::move(before), out));
     acc = acc ? ValueOrThrow(ir::MakeBinary(Op::kAdd, std::move(acc), std::move(n))) : std::move(n);
   }
-  return Wrap(CastNode(std::move(acc), dtype), device);
+  return Wrap(CastNode(std::move(acc), dtype), device, inputs);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -5,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/autograd.h"
 #include "frontend/dispatch.h"
 #include "frontend/executor.h"
 #include "frontend/ir.h"
@@ -53,12 +55,13 @@ void CheckCarry(const std::vector<Tensor>& init, const std::vector<Tensor>& carr
 
 // Host tensors are eager: the plain loop is the scan.
 ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vector<Tensor>& xs,
-                    int64_t steps) {
+                    int64_t steps, bool reverse) {
   std::vector<Tensor> carry = init;
   std::vector<std::vector<Tensor>> ys;
   // With no steps, one run on zeros tells the shapes of ys.
   const int64_t runs = steps == 0 ? 1 : steps;
-  for (int64_t t = 0; t < runs; ++t) {
+  for (int64_t s = 0; s < runs; ++s) {
+    const int64_t t = reverse ? runs - 1 - s : s;
     std::vector<Tensor> x;
     for (const Tensor& full : xs) {
       x.push_back(steps == 0 ? zeros(SliceShape(full), full.dtype(), Device::host())
@@ -82,7 +85,10 @@ ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vecto
   }
   ScanResult result;
   result.carry = steps == 0 ? init : carry;
-  for (const auto& parts : ys) result.ys.push_back(steps == 0 ? parts[0] : stack(parts, 0));
+  for (auto& parts : ys) {
+    if (reverse && steps > 0) std::reverse(parts.begin(), parts.end());
+    result.ys.push_back(steps == 0 ? parts[0] : stack(parts, 0));
+  }
   return result;
 }
 
@@ -99,6 +105,80 @@ Tensor TraceInput(std::vector<int64_t> shape, DType dtype, Device device,
 }
 
 const ir::Storage* StorageOf(const Tensor& t) { return t.impl()->node->storage.get(); }
+
+// The backward of a device scan: a reverse scan whose carry is the adjoint of the carry and
+// whose xs are the saved per-step carries, the xs and the adjoints of the ys; its body is the
+// VJP (Backprop) of the traced forward body at step t, and its ys are the adjoints of the xs
+// slices, stacked. Only floating carries, xs and ys take part in the adjoint flow; the others
+// are still read for their values.
+class ScanGradFn : public frontend::GradFn {
+ public:
+  std::vector<ir::NodePtr> carry_in, x_in;  // the forward body's placeholders
+  std::vector<ir::NodePtr> body;            // its outputs: new carries, then ys
+  std::vector<Tensor> saved_carries;        // [steps, carry shape] per carry
+  std::vector<Tensor> xs;                   // on the device
+  std::vector<std::vector<int64_t>> ys_shapes;
+  Device device = Device::host();
+  int64_t steps = 0;
+
+  int num_outputs() const override { return static_cast<int>(body.size()); }
+
+  std::vector<Tensor> Backward(const std::vector<Tensor>& adj) override {
+    const size_t nc = carry_in.size(), nx = x_in.size(), ny = ys_shapes.size();
+    std::vector<size_t> fc, fx, fy;  // floating carries, xs, ys
+    for (size_t i = 0; i < nc; ++i)
+      if (is_floating(carry_in[i]->dtype)) fc.push_back(i);
+    for (size_t j = 0; j < nx; ++j)
+      if (is_floating(x_in[j]->dtype)) fx.push_back(j);
+    for (size_t k = 0; k < ny; ++k)
+      if (is_floating(body[nc + k]->dtype)) fy.push_back(k);
+    auto adjoint_or_zeros = [&](size_t out, const std::vector<int64_t>& shape) {
+      const Tensor& a = adj[out];
+      return a.defined() ? a : frontend::ZerosOn(shape, body[out]->dtype, device);
+    };
+    std::vector<Tensor> init;
+    for (size_t i : fc) init.push_back(adjoint_or_zeros(i, carry_in[i]->shape));
+    std::vector<Tensor> result(nc + nx);
+    if (steps == 0) {  // the carry went through untouched
+      for (size_t t = 0; t < fc.size(); ++t) result[fc[t]] = init[t];
+    } else {
+      std::vector<Tensor> bxs = saved_carries;
+      bxs.insert(bxs.end(), xs.begin(), xs.end());
+      for (size_t k : fy) bxs.push_back(adjoint_or_zeros(nc + k, ys_shapes[k]));
+      ScanFn vjp = [&](const std::vector<Tensor>& dc, const std::vector<Tensor>& in) {
+        absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
+        for (size_t i = 0; i < nc; ++i) replace[carry_in[i].get()] = in[i].impl()->node;
+        for (size_t j = 0; j < nx; ++j) replace[x_in[j].get()] = in[nc + j].impl()->node;
+        const std::vector<ir::NodePtr> outs = ir::Substitute(body, replace);
+        std::vector<ir::NodePtr> seeds(outs.size());
+        for (size_t t = 0; t < fc.size(); ++t) seeds[fc[t]] = dc[t].impl()->node;
+        for (size_t t = 0; t < fy.size(); ++t) seeds[nc + fy[t]] = in[nc + nx + t].impl()->node;
+        std::vector<ir::NodePtr> targets;
+        for (size_t i : fc) targets.push_back(in[i].impl()->node);
+        for (size_t j : fx) targets.push_back(in[nc + j].impl()->node);
+        std::vector<ir::NodePtr> adjoints = frontend::Backprop(outs, seeds, targets, {});
+        auto wrap = [&](size_t t, const ir::NodePtr& like) {
+          return adjoints[t] ? frontend::Wrap(adjoints[t], device)
+                             : frontend::ZerosOn(like->shape, like->dtype, device);
+        };
+        std::vector<Tensor> new_carry, dxs;
+        for (size_t t = 0; t < fc.size(); ++t) new_carry.push_back(wrap(t, carry_in[fc[t]]));
+        for (size_t t = 0; t < fx.size(); ++t) dxs.push_back(wrap(fc.size() + t, x_in[fx[t]]));
+        return std::make_pair(new_carry, dxs);
+      };
+      ScanOptions options;
+      options.reverse = true;
+      ScanResult back = scan(vjp, init, bxs, options);
+      for (size_t t = 0; t < fc.size(); ++t) result[fc[t]] = back.carry[t];
+      for (size_t t = 0; t < fx.size(); ++t) result[nc + fx[t]] = back.ys[t];
+    }
+    for (size_t i = 0; i < result.size(); ++i) {
+      if (result[i].defined() && inputs[i]->device != device)
+        result[i] = result[i].to(inputs[i]->device);
+    }
+    return result;
+  }
+};
 
 }  // namespace
 
@@ -123,7 +203,9 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   }
   const int64_t steps = xs[0].size(0);
   const Device device = frontend::OpDevice(operands, "scan");
-  if (device.is_host()) return HostScan(fn, std::move(init), xs, steps);
+  if (device.is_host()) return HostScan(fn, std::move(init), xs, steps, options.reverse);
+  bool record = false;
+  for (const Tensor* t : operands) record = record || t->requires_grad();
 
   // Inputs become computed device buffers: xs are then read in place, slice by slice.
   std::vector<Tensor> init_d, xs_d;
@@ -165,6 +247,8 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
     num_ys = ys_out.size();
     outputs = std::move(carry_out);
     outputs.insert(outputs.end(), ys_out.begin(), ys_out.end());
+    // For the backward: every step's carry, saved as extra stacked ys.
+    if (record) outputs.insert(outputs.end(), carry_in.begin(), carry_in.end());
     for (size_t k = 0; k < outputs.size(); ++k) {
       if (outputs[k].device() != device)
         outputs[k] = OnDevice(outputs[k], device, static_cast<int>(k));
@@ -203,7 +287,8 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   backend::BufferManager& buffers = frontend::OpenClDevice(device.index()).buffers();
   std::vector<std::shared_ptr<ir::Storage>> ys_storage;
   std::vector<std::vector<int64_t>> ys_shape;
-  for (size_t k = 0; k < num_ys; ++k) {
+  const size_t num_stacked = out_nodes.size() - init_d.size();
+  for (size_t k = 0; k < num_stacked; ++k) {
     const ir::Node& y = *out_nodes[init_d.size() + k];
     std::vector<int64_t> shape = y.shape;
     shape.insert(shape.begin(), steps);
@@ -219,7 +304,8 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
 
   std::vector<frontend::Binding> params(built.params.size());
   std::vector<frontend::Binding> outs(out_nodes.size());
-  for (int64_t t = 0; t < steps; ++t) {
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t t = options.reverse ? steps - 1 - step : step;
     for (size_t p = 0; p < built.params.size(); ++p) {
       auto it = role.find(built.params[p].get());
       if (it == role.end()) {
@@ -236,7 +322,7 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
                                                absl::StrCat("scan carry ", i)),
                  0};
     }
-    for (size_t k = 0; k < num_ys; ++k) {
+    for (size_t k = 0; k < num_stacked; ++k) {
       outs[carry.size() + k] = {ys_storage[k],
                                 t * ir::NumElements(out_nodes[carry.size() + k]->shape)};
     }
@@ -256,6 +342,29 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
     impl->node = ir::MakeBuffer(ys_storage[k], out_nodes[carry.size() + k]->dtype, ys_shape[k]);
     impl->device = device;
     result.ys.push_back(Tensor(std::move(impl)));
+  }
+  if (record) {
+    auto grad_fn = std::make_shared<ScanGradFn>();
+    for (const Tensor& c : carry_in) grad_fn->carry_in.push_back(c.impl()->node);
+    for (const Tensor& x : x_in) grad_fn->x_in.push_back(x.impl()->node);
+    for (size_t k = 0; k < init_d.size() + num_ys; ++k) grad_fn->body.push_back(out_nodes[k]);
+    for (size_t i = 0; i < init_d.size(); ++i) {
+      const size_t k = init_d.size() + num_ys + i;
+      auto impl = std::make_shared<TensorImpl>();
+      impl->node =
+          ir::MakeBuffer(ys_storage[num_ys + i], out_nodes[k]->dtype, ys_shape[num_ys + i]);
+      impl->device = device;
+      grad_fn->saved_carries.push_back(Tensor(std::move(impl)));
+    }
+    grad_fn->xs = xs_d;
+    grad_fn->ys_shapes.assign(ys_shape.begin(), ys_shape.begin() + num_ys);
+    grad_fn->device = device;
+    grad_fn->steps = steps;
+    for (const Tensor& t : init) grad_fn->inputs.push_back(t.impl());
+    for (const Tensor& t : xs) grad_fn->inputs.push_back(t.impl());
+    std::vector<Tensor> outputs_all = result.carry;
+    outputs_all.insert(outputs_all.end(), result.ys.begin(), result.ys.end());
+    frontend::RecordOutputs(outputs_all, std::move(grad_fn));
   }
   return result;
 }

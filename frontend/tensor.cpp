@@ -59,6 +59,8 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
                      dtype_name(dtype()))));
   }
   impl_->requires_grad = requires_grad;
+  // Turning it off detaches a computed tensor from its record (it becomes a leaf).
+  if (!requires_grad) impl_->grad_fn = nullptr;
   return *this;
 }
 
@@ -138,14 +140,6 @@ template float Tensor::item<float>() const;
 template int32_t Tensor::item<int32_t>() const;
 template int64_t Tensor::item<int64_t>() const;
 template uint8_t Tensor::item<uint8_t>() const;
-
-Tensor Tensor::grad() const { return ImplOf(*this, "grad").grad; }
-
-void Tensor::backward() const {
-  ImplOf(*this, "backward");
-  Throw(
-      absl::UnimplementedError("backward: autograd is not implemented in this version of lazycl"));
-}
 
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";

@@ -1,19 +1,32 @@
 #pragma once
 
+#include <memory>
+
 #include "frontend/ir.h"
 #include "lazycl/device.h"
 #include "lazycl/tensor.h"
 
 namespace lazycl {
 
+namespace frontend {
+class GradFn;  // frontend/autograd.h
+}
+
 // What a Tensor handle points to. `node` is the tensor's value: a Buffer leaf once computed, or
 // the recorded computation while pending. The executor replaces a pending node with a Buffer
 // leaf of the result; other nodes that reference the old node keep it alive.
+//
+// Autograd (frontend/autograd.h): a tensor that requires grad and was computed from others keeps
+// how in `grad_fn` (output `grad_output` of it), because `node` forgets that once computed. A
+// leaf that requires grad has no grad_fn; backward() accumulates into its `grad`. Tensors that do
+// not require grad record nothing.
 struct TensorImpl {
   ir::NodePtr node;
   Device device = Device::host();
   bool requires_grad = false;
   Tensor grad;
+  std::shared_ptr<frontend::GradFn> grad_fn;
+  int grad_output = 0;
 };
 
 }  // namespace lazycl

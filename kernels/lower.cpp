@@ -23,7 +23,7 @@ using ir::Shape;
 constexpr int kMaxRecomputedNodes = 32;
 // A kernel's fused expression is at most this deep: code generation recurses once per level
 // (and the stack frames are large under sanitizers), and very long kernels compile slowly.
-constexpr int kMaxFusedDepth = 64;
+constexpr int kMaxFusedDepth = 128;
 // Leave room below the device's argument limit for the kernel's own bookkeeping.
 constexpr int64_t kArgBytesMargin = 64;
 

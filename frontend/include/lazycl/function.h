@@ -64,6 +64,9 @@ struct ScanOptions {
   // what PyTorch/XLA's scan did with torch.empty "fake" tensors (seed 000). Only for measuring
   // that cost (lazycl-bench transfer, strategy scan_materialized); it moves bytes every call.
   bool trace_on_materialized_inputs = false;
+  // Run the steps last to first: step t still reads slice t of every xs tensor and writes slice
+  // t of every ys; the carry flows from step T-1 down to step 0 (the backward of a scan).
+  bool reverse = false;
 };
 
 // fn(carry, x) -> (new_carry, y) over the slices of every xs tensor along dim 0; ys are stacked
@@ -71,6 +74,11 @@ struct ScanOptions {
 // whatever the number of steps; each step reads its xs slices in place and writes its ys into
 // one preallocated stacked buffer, with no host round trip. Host tensors run the plain loop.
 // The carry must keep its shapes and dtypes (else an Error naming the carry index).
+// Gradients flow to init and xs (autograd.h): on a device the backward is a reverse scan over
+// the per-step carries, which the forward saves in one stacked buffer per carry when init or xs
+// require grad; its body is the VJP of the traced body (intermediate values inside a step are
+// recomputed), traced once and compiled once whatever the number of steps. Tensors the body
+// captures get no gradient. On the host the loop's own ops record as usual.
 ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs,
                 ScanOptions options = {});
 

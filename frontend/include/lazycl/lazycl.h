@@ -1,6 +1,7 @@
 #pragma once
 
 // The umbrella header of lazycl.
+#include "lazycl/autograd.h"
 #include "lazycl/device.h"
 #include "lazycl/dtype.h"
 #include "lazycl/env.h"

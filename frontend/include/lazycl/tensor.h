@@ -42,9 +42,17 @@ class Tensor {
   template <class T>
   T item() const;
 
-  // Autograd: the gradient accumulated by backward(), undefined until then.
+  // Autograd (autograd.h). grad(): the gradient that backward() accumulated into this leaf,
+  // undefined until then (and for tensors that are not leaves). backward(): adds d this / d leaf
+  // to the grad() of every leaf that requires grad and that this was computed from; this must
+  // have one element, else pass `gradient` (this tensor's shape): an Error otherwise.
   Tensor grad() const;
   void backward() const;
+  void backward(const Tensor& gradient) const;
+  // The same value with no gradient record (a leaf that does not require grad).
+  Tensor detach() const;
+  // A leaf: not computed from anything (a tensor that requires grad and has no record).
+  bool is_leaf() const;
 
   // "Tensor(f32[2,3], cl:0, lazy)"
   std::string str() const;

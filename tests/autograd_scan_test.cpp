@@ -1,0 +1,183 @@
+// Gradients through scan: equal to those of the unrolled loop; the backward is a reverse scan
+// compiled once whatever the number of steps; device memory returns to where it started.
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lazycl/lazycl.h"
+
+namespace lazycl {
+namespace {
+
+Device Cl() {
+  const Device d = default_env().device();
+  EXPECT_TRUE(d.is_opencl()) << d.str();
+  return d;
+}
+
+void ExpectNear(const Tensor& a, const Tensor& b, double tol = 1e-5) {
+  ASSERT_EQ(a.shape(), b.shape());
+  std::vector<float> x = a.to_vector<float>();
+  std::vector<float> y = b.to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol * (1 + std::fabs(y[i]))) << i;
+}
+
+// One layer: h' = tanh(h W + b); y = sum(h' * h', 1).
+std::pair<Tensor, Tensor> Layer(const Tensor& h, const Tensor& w, const Tensor& b) {
+  Tensor next = tanh(matmul(h, w) + b);
+  return {next, sum(next * next, {1})};
+}
+
+std::pair<std::vector<Tensor>, std::vector<Tensor>> Body(const std::vector<Tensor>& c,
+                                                         const std::vector<Tensor>& x) {
+  auto [next, y] = Layer(c[0], x[0], x[1]);
+  return {{next}, {y}};
+}
+
+struct Model {
+  Tensor h0, w, b, yw;
+};
+
+Model MakeModel(int64_t steps, int64_t batch, int64_t d, Device device) {
+  Model m;
+  m.h0 = randn({batch, d}, 1, DType::f32, device).requires_grad_();
+  m.w = (randn({steps, d, d}, 2, DType::f32, device) * 0.5).requires_grad_(false).requires_grad_();
+  m.b = randn({steps, d}, 3, DType::f32, device).requires_grad_();
+  m.yw = randn({steps, batch}, 4, DType::f32, device);
+  return m;
+}
+
+Tensor ScanLoss(const Model& m) {
+  ScanResult r = scan(Body, {m.h0}, {m.w, m.b});
+  return sum(r.carry[0]) + sum(r.ys[0] * m.yw);
+}
+
+Tensor LoopLoss(const Model& m) {
+  Tensor h = m.h0;
+  std::vector<Tensor> ys;
+  for (int64_t t = 0; t < m.w.size(0); ++t) {
+    auto [next, y] =
+        Layer(h, squeeze(slice(m.w, 0, t, t + 1), 0), squeeze(slice(m.b, 0, t, t + 1), 0));
+    h = next;
+    ys.push_back(y);
+  }
+  return sum(h) + sum(stack(ys, 0) * m.yw);
+}
+
+TEST(AutogradScanTest, GradientsEqualUnrolledLoop) {
+  Model m = MakeModel(5, 3, 4, Cl());
+  std::vector<Tensor> wrt = {m.h0, m.w, m.b};
+  Tensor loss = ScanLoss(m);
+  EXPECT_TRUE(loss.requires_grad());
+  std::vector<Tensor> g = grad(loss, wrt);
+  std::vector<Tensor> u = grad(LoopLoss(m), wrt);
+  ExpectNear(loss, LoopLoss(m));
+  for (int i = 0; i < 3; ++i) ExpectNear(g[i], u[i]);
+}
+
+TEST(AutogradScanTest, DeviceScanGradientsEqualHostScanGradients) {
+  Model d = MakeModel(4, 2, 3, Cl());
+  Model h = MakeModel(4, 2, 3, Device::host());
+  std::vector<Tensor> gd = grad(ScanLoss(d), {d.h0, d.w, d.b});
+  std::vector<Tensor> gh = grad(ScanLoss(h), {h.h0, h.w, h.b});
+  for (int i = 0; i < 3; ++i) ExpectNear(gd[i], gh[i]);
+}
+
+TEST(AutogradScanTest, OnlyCarryOrOnlyYsInTheLoss) {
+  Model m = MakeModel(3, 2, 3, Cl());
+  ScanResult r = scan(Body, {m.h0}, {m.w, m.b});
+  std::vector<Tensor> g = grad(sum(r.carry[0]), {m.w});
+  Tensor h = m.h0;
+  for (int64_t t = 0; t < 3; ++t) {
+    h = Layer(h, squeeze(slice(m.w, 0, t, t + 1), 0), squeeze(slice(m.b, 0, t, t + 1), 0)).first;
+  }
+  ExpectNear(g[0], grad(sum(h), {m.w})[0]);
+  // Through ys only: the final carry gets no adjoint.
+  std::vector<Tensor> gy = grad(sum(r.ys[0]), {m.h0, m.b});
+  EXPECT_EQ(gy[0].shape(), m.h0.shape());
+  EXPECT_EQ(gy[1].shape(), m.b.shape());
+}
+
+TEST(AutogradScanTest, CarryNotRequiringGradAndMultipleCarries) {
+  // Two carries (one a running sum of ys), xs not requiring grad for one of them.
+  Tensor h0 = randn({2, 3}, 5, DType::f32, Cl()).requires_grad_();
+  Tensor acc0 = zeros({2}, DType::f32, Cl());
+  Tensor w = randn({4, 3, 3}, 6, DType::f32, Cl()).requires_grad_();
+  Tensor scale = rand({4}, 7, 0.5, 1.5, DType::f32, Cl());
+  auto body =
+      [](const std::vector<Tensor>& c,
+         const std::vector<Tensor>& x) -> std::pair<std::vector<Tensor>, std::vector<Tensor>> {
+    Tensor next = sin(matmul(c[0], x[0])) * x[1];
+    return {{next, c[1] + sum(next, {1})}, {}};
+  };
+  ScanResult r = scan(body, {h0, acc0}, {w, scale});
+  std::vector<Tensor> g = grad(sum(r.carry[1]), {h0, w});
+  Tensor h = h0, acc = acc0;
+  for (int64_t t = 0; t < 4; ++t) {
+    auto [c, y] = body({h, acc}, {squeeze(slice(w, 0, t, t + 1), 0), slice(scale, 0, t, t + 1)});
+    h = c[0];
+    acc = c[1];
+  }
+  std::vector<Tensor> u = grad(sum(acc), {h0, w});
+  ExpectNear(g[0], u[0]);
+  ExpectNear(g[1], u[1]);
+}
+
+int64_t CompilesOfForwardAndBackward(int64_t steps, int64_t d) {
+  Model m = MakeModel(steps, 2, d, Cl());
+  sync({m.h0, m.w, m.b, m.yw});
+  metrics::reset();
+  std::vector<Tensor> g = grad(ScanLoss(m), {m.h0, m.w, m.b});
+  sync(g);
+  return metrics::counter("GraphCompiles");
+}
+
+TEST(AutogradScanTest, CompilesDoNotDependOnSteps) {
+  // Different hidden sizes, so that each run starts cold.
+  const int64_t four = CompilesOfForwardAndBackward(4, 7);
+  const int64_t sixty_four = CompilesOfForwardAndBackward(64, 9);
+  EXPECT_GT(four, 0);
+  EXPECT_EQ(four, sixty_four);
+  EXPECT_LT(sixty_four, 20);
+}
+
+TEST(AutogradScanTest, DeviceMemoryReturnsToStartingLevel) {
+  const int64_t start = metrics::counter("DeviceLiveBytes");
+  {
+    Model m = MakeModel(16, 4, 8, Cl());
+    std::vector<Tensor> g = grad(ScanLoss(m), {m.h0, m.w, m.b});
+    sync(g);
+    EXPECT_GT(metrics::counter("DeviceLiveBytes"), start);
+  }
+  EXPECT_EQ(metrics::counter("DeviceLiveBytes"), start);
+}
+
+TEST(AutogradScanTest, BackwardAccumulatesIntoLeaves) {
+  Model m = MakeModel(3, 2, 3, Cl());
+  ScanLoss(m).backward();
+  std::vector<Tensor> g = grad(ScanLoss(m), {m.w});
+  ExpectNear(m.w.grad(), g[0]);
+}
+
+TEST(AutogradScanTest, ReverseScanRunsLastToFirst) {
+  Tensor xs = tensor(std::vector<float>{1, 2, 3}, {3}, Cl());
+  auto body =
+      [](const std::vector<Tensor>& c,
+         const std::vector<Tensor>& x) -> std::pair<std::vector<Tensor>, std::vector<Tensor>> {
+    Tensor next = c[0] * 10.0 + x[0];
+    return {{next}, {next}};
+  };
+  ScanOptions options;
+  options.reverse = true;
+  ScanResult r = scan(body, {zeros({}, DType::f32, Cl())}, {xs}, options);
+  EXPECT_EQ(r.carry[0].item<float>(), 321.f);
+  EXPECT_EQ(r.ys[0].to_vector<float>(), (std::vector<float>{321, 32, 3}));
+  ScanResult h =
+      scan(body, {zeros({}, DType::f32, Device::host())}, {xs.to(Device::host())}, options);
+  EXPECT_EQ(h.ys[0].to_vector<float>(), (std::vector<float>{321, 32, 3}));
+}
+
+}  // namespace
+}  // namespace lazycl
