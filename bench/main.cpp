@@ -90,9 +90,11 @@ constexpr Command kCommands[] = {
     {"transfer",
      "host<->device bytes of for_loop / scan_materialized / scan_placeholder [--layers L] "
      "[--hidden D] "
-     "[--batch B] [--steps S] [--sweep] [--json F] [--csv F] [--svg F]",
+     "[--batch B] [--steps S] [--sweep] [--train] [--json F] [--csv F] [--svg F]",
      lazycl::bench::Transfer},
-    {"ops", "fused elementwise, reductions, softmax, matmul, MLP beside measured limits [--json F] [--repeat N]",
+    {"ops",
+     "fused elementwise, reductions, softmax, matmul, MLP beside measured limits [--json F] "
+     "[--repeat N]",
      lazycl::bench::Ops},
     {"ops-first-result", "(internal) W1 once in this process, for ops' first-result rows",
      lazycl::bench::OpsFirstResult},

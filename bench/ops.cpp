@@ -96,7 +96,8 @@ Limits MeasureLimits(int repeat) {
   const size_t local[] = {256};
   const size_t read_global[] = {static_cast<size_t>(groups)};
   const size_t read_local[] = {64};
-  auto run = [&](const backend::Kernel* k, std::vector<backend::KernelArg> args, const size_t* g, const size_t* l) {
+  auto run = [&](const backend::Kernel* k, std::vector<backend::KernelArg> args, const size_t* g,
+                 const size_t* l) {
     return [&device, k, args, g, l] {
       Check(device.Launch(k, args, std::span<const size_t>(g, 1), std::span<const size_t>(l, 1)));
       Check(device.Finish());
@@ -104,14 +105,17 @@ Limits MeasureLimits(int repeat) {
   };
   using backend::KernelArg;
   Limits limits;
-  limits.copy_ms = MedianMs(2, repeat, run(copy, {KernelArg::Read(ids[0]), KernelArg::Write(ids[3])}, global, local));
+  limits.copy_ms = MedianMs(
+      2, repeat, run(copy, {KernelArg::Read(ids[0]), KernelArg::Write(ids[3])}, global, local));
   limits.triad_ms = MedianMs(2, repeat,
-                             run(triad, {KernelArg::Read(ids[0]), KernelArg::Read(ids[1]), KernelArg::Read(ids[2]),
-                                         KernelArg::Write(ids[3])},
+                             run(triad,
+                                 {KernelArg::Read(ids[0]), KernelArg::Read(ids[1]),
+                                  KernelArg::Read(ids[2]), KernelArg::Write(ids[3])},
                                  global, local));
   limits.read_ms = MedianMs(
-      2, repeat, run(read, {KernelArg::Read(ids[0]), KernelArg::Write(partial), KernelArg::Int32(chunk)}, read_global,
-                     read_local));
+      2, repeat,
+      run(read, {KernelArg::Read(ids[0]), KernelArg::Write(partial), KernelArg::Int32(chunk)},
+          read_global, read_local));
   for (backend::BufferId id : ids) buffers.Release(id);
   buffers.Release(partial);
   return limits;
@@ -153,13 +157,15 @@ int FirstResult() {
 // milliseconds from its first W1 op to the result, or NaN.
 double FirstResultIn(const std::string& kernel_cache, const std::string& pocl_cache) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string command = absl::StrCat("LAZYCL_KERNEL_CACHE_DIR='", kernel_cache, "' POCL_CACHE_DIR='", pocl_cache,
-                                           "' '", self, "' ops-first-result");
+  const std::string command =
+      absl::StrCat("LAZYCL_KERNEL_CACHE_DIR='", kernel_cache, "' POCL_CACHE_DIR='", pocl_cache,
+                   "' '", self, "' ops-first-result");
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return std::nan("");
   double total = std::nan(""), from_inputs = std::nan("");
   float value = 0;
-  if (std::fscanf(pipe, "%lf %lf %f", &total, &from_inputs, &value) != 3) from_inputs = std::nan("");
+  if (std::fscanf(pipe, "%lf %lf %f", &total, &from_inputs, &value) != 3)
+    from_inputs = std::nan("");
   if (pclose(pipe) != 0) return std::nan("");
   return from_inputs;
 }
@@ -190,40 +196,48 @@ int Ops(const std::vector<std::string>& argv) {
   Args args(argv, {}, {"json", "repeat"});
   const int repeat = static_cast<int>(args.positive("repeat", 5));
   if (!args.error().empty()) {
-    std::fprintf(stderr, "lazycl-bench ops: %s\nusage: lazycl-bench ops [--json FILE] [--repeat N]\n",
+    std::fprintf(stderr,
+                 "lazycl-bench ops: %s\nusage: lazycl-bench ops [--json FILE] [--repeat N]\n",
                  args.error().c_str());
     return 2;
   }
   try {
     const backend::DeviceInfo& info = frontend::OpenClDevice(0).info();
-    const std::string device = absl::StrCat(info.device_name, " (", info.platform_name, ", ", info.driver_version, ")");
+    const std::string device =
+        absl::StrCat(info.device_name, " (", info.platform_name, ", ", info.driver_version, ")");
     std::printf("lazycl-bench ops on %s, median of %d after warm-up\n", device.c_str(), repeat);
     const Limits limits = MeasureLimits(repeat);
     const double bytes = static_cast<double>(kN) * 4;
-    std::printf("limits: copy %.2f ms (%.1f GB/s), a*b+c %.2f ms (%.1f GB/s), read-only pass %.2f ms (%.1f GB/s)\n",
-                limits.copy_ms, 2 * bytes / limits.copy_ms / 1e6, limits.triad_ms, 4 * bytes / limits.triad_ms / 1e6,
-                limits.read_ms, bytes / limits.read_ms / 1e6);
+    std::printf(
+        "limits: copy %.2f ms (%.1f GB/s), a*b+c %.2f ms (%.1f GB/s), read-only pass %.2f ms (%.1f "
+        "GB/s)\n",
+        limits.copy_ms, 2 * bytes / limits.copy_ms / 1e6, limits.triad_ms,
+        4 * bytes / limits.triad_ms / 1e6, limits.read_ms, bytes / limits.read_ms / 1e6);
     std::vector<Row> rows;
     auto add = [&](Row row) {
       rows.push_back(row);
-      std::printf("  %-32s %10s %-8s target %-8s %s%s  kernels %s\n", row.name.c_str(), Fmt(row.value).c_str(),
-                  row.unit.c_str(), row.target.c_str(), row.met ? "met" : "MISSED",
-                  row.limit.empty() ? ""
-                                    : absl::StrFormat("  %.2fx %s (target %s)", row.ratio, row.limit, row.ratio_target)
-                                          .c_str(),
-                  row.kernels < 0 ? "-" : absl::StrCat(row.kernels).c_str());
+      std::printf(
+          "  %-32s %10s %-8s target %-8s %s%s  kernels %s\n", row.name.c_str(),
+          Fmt(row.value).c_str(), row.unit.c_str(), row.target.c_str(), row.met ? "met" : "MISSED",
+          row.limit.empty()
+              ? ""
+              : absl::StrFormat("  %.2fx %s (target %s)", row.ratio, row.limit, row.ratio_target)
+                    .c_str(),
+          row.kernels < 0 ? "-" : absl::StrCat(row.kernels).c_str());
       std::fflush(stdout);
     };
     {
       Tensor a = Randn({kN}, 1), b = Randn({kN}, 2), c = Randn({kN}, 3);
       Row r = MakeRow("w1_fused", 0, "ms", "<= 7.0");
-      r.value = TimeGraph(repeat, &r.kernels, [&] { return std::vector<Tensor>{relu(a * b + c) * 0.5 + tanh(a)}; });
+      r.value = TimeGraph(repeat, &r.kernels,
+                          [&] { return std::vector<Tensor>{relu(a * b + c) * 0.5 + tanh(a)}; });
       r.ratio = r.value / limits.triad_ms;
       r.limit = "of a*b+c";
       r.ratio_target = "<= 1.15";
       r.met = r.value <= 7.0 && r.kernels == 1;
       add(r);
-      std::printf("  %-32s %10.1f GB/s (3 reads + 1 write)\n", "w1_fused bandwidth", 4 * bytes / r.value / 1e6);
+      std::printf("  %-32s %10.1f GB/s (3 reads + 1 write)\n", "w1_fused bandwidth",
+                  4 * bytes / r.value / 1e6);
       Row s = MakeRow("w2a_sum", 0, "ms", "<= 1.2");
       s.value = TimeGraph(repeat, &s.kernels, [&] { return std::vector<Tensor>{sum(a)}; });
       s.ratio = s.value / limits.read_ms;
@@ -251,8 +265,10 @@ int Ops(const std::vector<std::string>& argv) {
     }
     for (int64_t n : {1024, 2048}) {
       Tensor a = Randn({n, n}, 5), b = Randn({n, n}, 6);
-      Row r = MakeRow(n == 1024 ? "w3a_matmul_1024" : "w3b_matmul_2048", 0, "GFLOP/s", n == 1024 ? ">= 120" : ">= 110");
-      const double ms = TimeGraph(std::min(repeat, 3), &r.kernels, [&] { return std::vector<Tensor>{matmul(a, b)}; });
+      Row r = MakeRow(n == 1024 ? "w3a_matmul_1024" : "w3b_matmul_2048", 0, "GFLOP/s",
+                      n == 1024 ? ">= 120" : ">= 110");
+      const double ms = TimeGraph(std::min(repeat, 3), &r.kernels,
+                                  [&] { return std::vector<Tensor>{matmul(a, b)}; });
       r.value = 2.0 * static_cast<double>(n * n * n) / ms / 1e6;
       r.met = r.value >= (n == 1024 ? 120 : 110);
       add(r);
@@ -277,10 +293,13 @@ int Ops(const std::vector<std::string>& argv) {
     {
       char kernel_cache[] = "/tmp/lazycl-first-XXXXXX";
       char pocl_cache[] = "/tmp/pocl-first-XXXXXX";
-      if (mkdtemp(kernel_cache) == nullptr || mkdtemp(pocl_cache) == nullptr) throw Error("mkdtemp failed");
-      Row cold = MakeRow("first_result_cold_ms", FirstResultIn(kernel_cache, pocl_cache), "ms", "<= 600");
+      if (mkdtemp(kernel_cache) == nullptr || mkdtemp(pocl_cache) == nullptr)
+        throw Error("mkdtemp failed");
+      Row cold =
+          MakeRow("first_result_cold_ms", FirstResultIn(kernel_cache, pocl_cache), "ms", "<= 600");
       cold.met = cold.value <= 600;
-      Row warm = MakeRow("first_result_warm_ms", FirstResultIn(kernel_cache, pocl_cache), "ms", "<= 10");
+      Row warm =
+          MakeRow("first_result_warm_ms", FirstResultIn(kernel_cache, pocl_cache), "ms", "<= 10");
       warm.met = warm.value <= 10;
       std::filesystem::remove_all(kernel_cache);
       std::filesystem::remove_all(pocl_cache);
@@ -310,7 +329,8 @@ int Ops(const std::vector<std::string>& argv) {
       const int64_t kernels = metrics::counter("KernelLaunches") - before;
       std::vector<double> times;
       for (int i = 0; i < repeat; ++i) times.push_back(replay());
-      Row r = MakeRow("replay_overhead_us_per_kernel", Median(times) * 1000.0 / static_cast<double>(kernels), "us", "<= 5");
+      Row r = MakeRow("replay_overhead_us_per_kernel",
+                      Median(times) * 1000.0 / static_cast<double>(kernels), "us", "<= 5");
       r.kernels = kernels;
       r.met = r.value <= 5;
       add(r);
@@ -319,17 +339,21 @@ int Ops(const std::vector<std::string>& argv) {
       std::vector<std::string> items;
       for (const Row& r : rows) {
         items.push_back(absl::StrFormat(
-            "    {\"name\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", \"target\": \"%s\", \"met\": %s, "
+            "    {\"name\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", \"target\": \"%s\", "
+            "\"met\": %s, "
             "\"ratio\": %.4g, \"limit\": \"%s\", \"ratio_target\": \"%s\", \"kernels\": %d}",
-            r.name, std::isnan(r.value) ? -1.0 : r.value, r.unit, r.target, r.met ? "true" : "false", r.ratio, r.limit,
-            r.ratio_target, r.kernels));
+            r.name, std::isnan(r.value) ? -1.0 : r.value, r.unit, r.target,
+            r.met ? "true" : "false", r.ratio, r.limit, r.ratio_target, r.kernels));
       }
       std::ofstream file(*path);
       file << absl::StrFormat(
-          "{\"device\": \"%s\", \"limits\": {\"copy_ms\": %.4g, \"copy_gbps\": %.4g, \"triad_ms\": %.4g, "
-          "\"triad_gbps\": %.4g, \"read_ms\": %.4g, \"read_gbps\": %.4g},\n \"results\": [\n%s\n]}\n",
-          device, limits.copy_ms, 2 * bytes / limits.copy_ms / 1e6, limits.triad_ms, 4 * bytes / limits.triad_ms / 1e6,
-          limits.read_ms, bytes / limits.read_ms / 1e6, absl::StrJoin(items, ",\n"));
+          "{\"device\": \"%s\", \"limits\": {\"copy_ms\": %.4g, \"copy_gbps\": %.4g, \"triad_ms\": "
+          "%.4g, "
+          "\"triad_gbps\": %.4g, \"read_ms\": %.4g, \"read_gbps\": %.4g},\n \"results\": "
+          "[\n%s\n]}\n",
+          device, limits.copy_ms, 2 * bytes / limits.copy_ms / 1e6, limits.triad_ms,
+          4 * bytes / limits.triad_ms / 1e6, limits.read_ms, bytes / limits.read_ms / 1e6,
+          absl::StrJoin(items, ",\n"));
       if (!file) {
         std::fprintf(stderr, "lazycl-bench ops: cannot write %s\n", path->c_str());
         return 1;

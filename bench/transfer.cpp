@@ -21,29 +21,44 @@
 namespace lazycl::bench {
 namespace {
 
-// One step: a fresh host batch in, the model's output back on the host.
-std::vector<float> Step(const std::string& strategy, const Tensor& weights, const Tensor& biases,
+// The model's output: a loop over the layers, or one scan over the stacked layers.
+Tensor Forward(const std::string& strategy, const Tensor& h, const Tensor& weights,
+               const Tensor& biases, const Model& m) {
+  if (strategy == "for_loop") {
+    Tensor out = h;
+    for (int64_t l = 0; l < m.layers; ++l) {
+      Tensor w = squeeze(slice(weights, 0, l, l + 1), 0);
+      Tensor b = squeeze(slice(biases, 0, l, l + 1), 0);
+      out = tanh(matmul(out, w) + b);
+    }
+    return out;
+  }
+  ScanOptions options;
+  options.trace_on_materialized_inputs = strategy == "scan_materialized";
+  auto layer = [](const std::vector<Tensor>& carry, const std::vector<Tensor>& x) {
+    return std::make_pair(std::vector<Tensor>{tanh(matmul(carry[0], x[0]) + x[1])},
+                          std::vector<Tensor>{});
+  };
+  return scan(layer, {h}, {weights, biases}, options).carry[0];
+}
+
+// One step: a fresh host batch in; back on the host, the model's output (inference) or the loss
+// after an SGD step on the device (training).
+std::vector<float> Step(const std::string& strategy, Tensor& weights, Tensor& biases,
                         const Model& m, int64_t step) {
   const Device device = weights.device();
   Tensor h =
       (randn({m.batch, m.hidden}, 1000 + static_cast<uint64_t>(step), DType::f32, Device::host()))
           .to(device);
-  if (strategy == "for_loop") {
-    for (int64_t l = 0; l < m.layers; ++l) {
-      Tensor w = squeeze(slice(weights, 0, l, l + 1), 0);
-      Tensor b = squeeze(slice(biases, 0, l, l + 1), 0);
-      h = tanh(matmul(h, w) + b);
-    }
-  } else {
-    ScanOptions options;
-    options.trace_on_materialized_inputs = strategy == "scan_materialized";
-    auto layer = [](const std::vector<Tensor>& carry, const std::vector<Tensor>& x) {
-      return std::make_pair(std::vector<Tensor>{tanh(matmul(carry[0], x[0]) + x[1])},
-                            std::vector<Tensor>{});
-    };
-    h = scan(layer, {h}, {weights, biases}, options).carry[0];
-  }
-  return h.to_vector<float>();
+  Tensor out = Forward(strategy, h, weights, biases, m);
+  if (!m.train) return out.to_vector<float>();
+  Tensor loss = mean(out * out);
+  std::vector<Tensor> g = grad(loss, {weights, biases});
+  constexpr double kLearningRate = 0.05;
+  weights = (weights.detach() - g[0] * kLearningRate).requires_grad_();
+  biases = (biases.detach() - g[1] * kLearningRate).requires_grad_();
+  sync({weights, biases, loss});
+  return {loss.item<float>()};
 }
 
 struct Snapshot {
@@ -69,6 +84,10 @@ Result Run(const std::string& strategy, const Model& m,
   Tensor weights =
       (randn({m.layers, m.hidden, m.hidden}, 1, DType::f32, Device::host()) * scale).to(device);
   Tensor biases = (randn({m.layers, m.hidden}, 2, DType::f32, Device::host()) * 0.1).to(device);
+  if (m.train) {
+    weights.requires_grad_();
+    biases.requires_grad_();
+  }
   r.setup_h2d_bytes = Snapshot::Take().h2d - setup.h2d;
 
   // A warm-up step compiles what the strategy needs; graph_compiles counts it, the rest of the
@@ -112,22 +131,24 @@ std::string HumanBytes(int64_t bytes) {
 }
 
 void PrintTable(const std::vector<Result>& results) {
-  std::printf("%-18s %6s %6s %5s %5s | %10s %10s %5s %10s %5s %10s | %10s %10s %7s %8s %9s %9s\n",
-              "strategy", "layers", "hidden", "batch", "steps", "setup_h2d", "h2d", "h2d_n", "d2h",
-              "d2h_n", "trace_h2d", "dev_alloc", "dev_peak", "kernels", "compiles", "wall_ms",
-              "max_diff");
+  std::printf(
+      "%-18s %5s %6s %6s %5s %5s | %10s %10s %5s %10s %5s %10s | %10s %10s %7s %8s %9s %9s\n",
+      "strategy", "mode", "layers", "hidden", "batch", "steps", "setup_h2d", "h2d", "h2d_n", "d2h",
+      "d2h_n", "trace_h2d", "dev_alloc", "dev_peak", "kernels", "compiles", "wall_ms", "max_diff");
   for (const Result& r : results) {
     std::printf(
-        "%-18s %6lld %6lld %5lld %5lld | %10s %10s %5lld %10s %5lld %10s | %10s %10s %7lld %8lld "
+        "%-18s %5s %6lld %6lld %5lld %5lld | %10s %10s %5lld %10s %5lld %10s | %10s %10s %7lld "
+        "%8lld "
         "%9.1f %9.2e\n",
-        r.strategy.c_str(), static_cast<long long>(r.model.layers),
-        static_cast<long long>(r.model.hidden), static_cast<long long>(r.model.batch),
-        static_cast<long long>(r.model.steps), HumanBytes(r.setup_h2d_bytes).c_str(),
-        HumanBytes(r.h2d_bytes).c_str(), static_cast<long long>(r.h2d_count),
-        HumanBytes(r.d2h_bytes).c_str(), static_cast<long long>(r.d2h_count),
-        HumanBytes(r.trace_h2d_bytes).c_str(), HumanBytes(r.device_alloc_bytes).c_str(),
-        HumanBytes(r.device_peak_bytes).c_str(), static_cast<long long>(r.kernels),
-        static_cast<long long>(r.graph_compiles), r.wall_ms, r.max_abs_diff);
+        r.strategy.c_str(), r.model.train ? "train" : "infer",
+        static_cast<long long>(r.model.layers), static_cast<long long>(r.model.hidden),
+        static_cast<long long>(r.model.batch), static_cast<long long>(r.model.steps),
+        HumanBytes(r.setup_h2d_bytes).c_str(), HumanBytes(r.h2d_bytes).c_str(),
+        static_cast<long long>(r.h2d_count), HumanBytes(r.d2h_bytes).c_str(),
+        static_cast<long long>(r.d2h_count), HumanBytes(r.trace_h2d_bytes).c_str(),
+        HumanBytes(r.device_alloc_bytes).c_str(), HumanBytes(r.device_peak_bytes).c_str(),
+        static_cast<long long>(r.kernels), static_cast<long long>(r.graph_compiles), r.wall_ms,
+        r.max_abs_diff);
   }
 }
 
@@ -135,15 +156,17 @@ std::string Json(const std::string& device, const std::vector<Result>& results) 
   std::vector<std::string> rows;
   for (const Result& r : results) {
     rows.push_back(absl::StrFormat(
-        "    {\"strategy\": \"%s\", \"layers\": %d, \"hidden\": %d, \"batch\": %d, \"steps\": %d, "
+        "    {\"strategy\": \"%s\", \"train\": %s, \"layers\": %d, \"hidden\": %d, \"batch\": %d, "
+        "\"steps\": %d, "
         "\"setup_h2d_bytes\": %d, \"h2d_bytes\": %d, \"h2d_count\": %d, \"d2h_bytes\": %d, "
         "\"d2h_count\": %d, "
         "\"trace_h2d_bytes\": %d, \"device_alloc_bytes\": %d, \"device_peak_bytes\": %d, "
         "\"kernels\": %d, "
         "\"graph_compiles\": %d, \"wall_ms\": %.3f, \"max_abs_diff\": %.6g}",
-        r.strategy, r.model.layers, r.model.hidden, r.model.batch, r.model.steps, r.setup_h2d_bytes,
-        r.h2d_bytes, r.h2d_count, r.d2h_bytes, r.d2h_count, r.trace_h2d_bytes, r.device_alloc_bytes,
-        r.device_peak_bytes, r.kernels, r.graph_compiles, r.wall_ms, r.max_abs_diff));
+        r.strategy, r.model.train ? "true" : "false", r.model.layers, r.model.hidden, r.model.batch,
+        r.model.steps, r.setup_h2d_bytes, r.h2d_bytes, r.h2d_count, r.d2h_bytes, r.d2h_count,
+        r.trace_h2d_bytes, r.device_alloc_bytes, r.device_peak_bytes, r.kernels, r.graph_compiles,
+        r.wall_ms, r.max_abs_diff));
   }
   std::string escaped;
   for (char c : device) {
@@ -156,17 +179,18 @@ std::string Json(const std::string& device, const std::vector<Result>& results) 
 
 std::string Csv(const std::vector<Result>& results) {
   std::string out =
-      "strategy,layers,hidden,batch,steps,setup_h2d_bytes,h2d_bytes,h2d_count,d2h_bytes,d2h_count,"
+      "strategy,train,layers,hidden,batch,steps,setup_h2d_bytes,h2d_bytes,h2d_count,d2h_bytes,d2h_"
+      "count,"
       "trace_h2d_bytes,"
       "device_alloc_bytes,device_peak_bytes,kernels,graph_compiles,wall_ms,max_abs_diff\n";
   for (const Result& r : results) {
     absl::StrAppend(
         &out,
-        absl::StrFormat("%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.3f,%.6g\n", r.strategy,
-                        r.model.layers, r.model.hidden, r.model.batch, r.model.steps,
-                        r.setup_h2d_bytes, r.h2d_bytes, r.h2d_count, r.d2h_bytes, r.d2h_count,
-                        r.trace_h2d_bytes, r.device_alloc_bytes, r.device_peak_bytes, r.kernels,
-                        r.graph_compiles, r.wall_ms, r.max_abs_diff));
+        absl::StrFormat("%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.3f,%.6g\n", r.strategy,
+                        r.model.train ? 1 : 0, r.model.layers, r.model.hidden, r.model.batch,
+                        r.model.steps, r.setup_h2d_bytes, r.h2d_bytes, r.h2d_count, r.d2h_bytes,
+                        r.d2h_count, r.trace_h2d_bytes, r.device_alloc_bytes, r.device_peak_bytes,
+                        r.kernels, r.graph_compiles, r.wall_ms, r.max_abs_diff));
   }
   return out;
 }
@@ -220,22 +244,22 @@ std::vector<Model> SweepModels(const Model& base) {
   // One family growing in width and depth together, so that each strategy is one line.
   std::vector<Model> models;
   for (auto [l, d] : {std::pair<int64_t, int64_t>{4, 128}, {8, 256}, {16, 512}, {32, 1024}}) {
-    models.push_back({l, d, base.batch, base.steps});
+    models.push_back({l, d, base.batch, base.steps, base.train});
   }
   return models;
 }
 
 int Transfer(const std::vector<std::string>& argv) {
-  Args args(argv, {"sweep"}, {"layers", "hidden", "batch", "steps", "json", "csv", "svg"});
+  Args args(argv, {"sweep", "train"}, {"layers", "hidden", "batch", "steps", "json", "csv", "svg"});
   const Model defaults;
   const Model base{args.positive("layers", defaults.layers),
                    args.positive("hidden", defaults.hidden), args.positive("batch", defaults.batch),
-                   args.positive("steps", defaults.steps)};
+                   args.positive("steps", defaults.steps), args.flag("train")};
   if (!args.error().empty()) {
     std::fprintf(stderr,
                  "lazycl-bench transfer: %s\nusage: lazycl-bench transfer [--layers L] [--hidden "
                  "D] [--batch B] "
-                 "[--steps S] [--sweep] [--json FILE] [--csv FILE] [--svg FILE]\n",
+                 "[--steps S] [--sweep] [--train] [--json FILE] [--csv FILE] [--svg FILE]\n",
                  args.error().c_str());
     return 2;
   }

@@ -9,6 +9,9 @@ namespace lazycl::bench {
 
 struct Model {
   int64_t layers = 16, hidden = 256, batch = 32, steps = 10;
+  // --train: each step also takes the gradient of mean(output^2) with respect to the weights and
+  // biases and applies an SGD step on the device; only the loss is read back.
+  bool train = false;
 };
 
 // One strategy's figures. Bytes, counts, kernels, allocations and wall time cover the measured

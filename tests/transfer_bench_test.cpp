@@ -55,6 +55,25 @@ TEST(TransferBenchTest, SweepModelsKeepTheByteInvariants) {
   for (const Model& m : SweepModels(base)) ExpectInvariants(m);
 }
 
+TEST(TransferBenchTest, TrainingKeepsTheByteInvariants) {
+  // Forward + backward + an SGD step on the device; only the loss comes back.
+  const Model m{6, 48, 8, 3, /*train=*/true};
+  auto r = ByStrategy(RunTransfer(m));
+  const Result& loop = r.at("for_loop");
+  const Result& materialized = r.at("scan_materialized");
+  const Result& placeholder = r.at("scan_placeholder");
+  EXPECT_EQ(loop.h2d_bytes, m.steps * m.batch * m.hidden * 4);
+  EXPECT_EQ(loop.d2h_bytes, m.steps * 4);
+  EXPECT_EQ(placeholder.h2d_bytes, loop.h2d_bytes);
+  EXPECT_EQ(placeholder.d2h_bytes, loop.d2h_bytes);
+  EXPECT_EQ(placeholder.trace_h2d_bytes, 0);
+  // Only the forward scan traces on materialized inputs; its backward traces on placeholders.
+  EXPECT_EQ(materialized.h2d_bytes - loop.h2d_bytes,
+            m.steps * (m.hidden * m.hidden + m.hidden + m.batch * m.hidden) * 4);
+  EXPECT_LE(materialized.max_abs_diff, 1e-4);
+  EXPECT_LE(placeholder.max_abs_diff, 1e-4);
+}
+
 TEST(TransferBenchTest, ScanCompilesDoNotGrowWithLayers) {
   // A new width is a new body structure; more layers of it are not.
   const Model few{2, 48, 4, 2};
