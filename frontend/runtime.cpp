@@ -1,5 +1,6 @@
 #include "frontend/runtime.h"
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,9 +19,31 @@ const backend::Settings& Settings() {
   return *settings;
 }
 
-backend::Device& OpenClDevice(int index) {
-  static std::mutex mutex;
+namespace {
+
+std::mutex& DevicesMutex() {
+  static auto* mutex = new std::mutex();
+  return *mutex;
+}
+
+std::map<int, backend::Device*>& Devices() {
   static auto* devices = new std::map<int, backend::Device*>();  // never destroyed: see header
+  return *devices;
+}
+
+// Work still queued at exit would make PoCL compile and run kernels while the process's static
+// objects (LLVM's among them) are being destroyed, which aborts. Draining every queue from an
+// atexit handler, registered after those libraries were loaded, runs first.
+void FinishAllDevices() {
+  std::lock_guard<std::mutex> lock(DevicesMutex());
+  for (auto& [index, device] : Devices()) (void)device->Finish();
+}
+
+}  // namespace
+
+backend::Device& OpenClDevice(int index) {
+  static std::mutex& mutex = DevicesMutex();
+  static std::map<int, backend::Device*>* devices = &Devices();
   std::lock_guard<std::mutex> lock(mutex);
   auto it = devices->find(index);
   if (it != devices->end()) return *it->second;
@@ -31,6 +54,7 @@ backend::Device& OpenClDevice(int index) {
                                                             ": ", device.status().message())));
   }
   backend::Device* raw = device->release();
+  if (devices->empty()) std::atexit(FinishAllDevices);
   (*devices)[index] = raw;
   return *raw;
 }
