@@ -20,6 +20,47 @@ using ir::Op;
 using ir::Shape;
 
 constexpr size_t kLocalSize = 64;
+// Below this many work-items the guarded tail entry point runs alone: one launch instead of
+// two, where the unchecked main kernel would save less than a launch costs.
+constexpr int64_t kTailOnlyBelow = int64_t{1} << 16;
+
+// Fast f32 maths for CPU devices, where PoCL's builtins are slow (log: ~100 ms over 2^24
+// floats against exp's ~5 ms) and do not vectorise with the work-item loop. Straight-line
+// selects only, so the loop over work-items stays vectorisable.
+// lc_tanh: Cephes tanhf (an odd polynomial below |x| < 0.625, (1 - e) / (1 + e) with
+//   e = exp(-2|x|) above); max relative error measured at ~3 ulp (tests/codegen_test.cpp).
+// lc_log: Cephes logf (x = m * 2^e, m in [sqrt(1/2), sqrt(2)), a degree-9 polynomial in m - 1);
+//   subnormals are scaled by 2^23 first; 0 -> -inf, negative -> NaN, inf -> inf, NaN -> NaN.
+constexpr const char* kTanhHelper = R"CL(static inline float lc_tanh(float x) {
+  const float ax = fabs(x);
+  const float z = x * x;
+  const float p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                    1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+  const float e = exp(-2.0f * ax);
+  const float q = copysign((1.0f - e) / (1.0f + e), x);
+  return ax < 0.625f ? copysign(p, x) : q;  // copysign: -0 stays -0 under fma contraction
+}
+)CL";
+constexpr const char* kLogHelper = R"CL(static inline float lc_log(float x) {
+  const int sub = x < 1.17549435e-38f;
+  const float xs = sub ? x * 8388608.0f : x;
+  const int bits = as_int(xs);
+  const float m0 = as_float((bits & 0x007fffff) | 0x3f000000);
+  const int small = m0 < 0.707106781186547524f;
+  const float e = (float)(((bits >> 23) & 0xff) - 126 - (sub ? 23 : 0) - small);
+  const float f = (small ? m0 + m0 : m0) - 1.0f;
+  const float z = f * f;
+  float y = ((((((((7.0376836292e-2f * f - 1.1514610310e-1f) * f + 1.1676998740e-1f) * f -
+                 1.2420140846e-1f) * f + 1.4249322787e-1f) * f - 1.6668057665e-1f) * f +
+              2.0000714765e-1f) * f - 2.4999993993e-1f) * f + 3.3333331174e-1f) * f * z;
+  y += -2.12194440e-4f * e;
+  y += -0.5f * z;
+  float r = f + y + 0.693359375f * e;
+  r = x == INFINITY ? x : r;
+  r = x == 0.0f ? -INFINITY : r;
+  return (x < 0.0f || isnan(x)) ? NAN : r;
+}
+)CL";
 
 std::string CType(DType d) {
   switch (d) {
@@ -93,8 +134,11 @@ struct Index {
 // size arguments as it goes. Each (node, index) pair is evaluated once per scope.
 class Emitter {
  public:
-  Emitter(const InputMap& inputs, std::string idx_type, bool bind_offsets)
-      : inputs_(inputs), idx_(std::move(idx_type)), bind_offsets_(bind_offsets) {}
+  Emitter(const InputMap& inputs, std::string idx_type, const Target& target)
+      : inputs_(inputs),
+        idx_(std::move(idx_type)),
+        bind_offsets_(target.bind_offsets),
+        cpu_(target.cpu) {}
 
   const std::string& idx_type() const { return idx_; }
 
@@ -107,6 +151,7 @@ class Emitter {
     std::string name = absl::StrCat("s", syms_.size());
     syms_.emplace(v, name);
     params_.push_back(absl::StrCat("const ", idx_, " ", name));
+    names_.push_back(name);
     KernelArgSpec arg;
     arg.kind = idx_ == "int" ? KernelArgSpec::Kind::kInt32 : KernelArgSpec::Kind::kInt64;
     arg.value = v;
@@ -121,6 +166,7 @@ class Emitter {
     std::string name = absl::StrCat(written ? "out" : "in", buffers_.size());
     params_.push_back(
         absl::StrCat("__global ", written ? "" : "const ", CType(dtype), "* restrict ", name));
+    names_.push_back(name);
     KernelArgSpec arg;
     arg.kind = KernelArgSpec::Kind::kBuffer;
     arg.buffer = ref;
@@ -129,6 +175,7 @@ class Emitter {
     if (bind_offsets_ && ref.kind != BufferRef::Kind::kTemp) {
       // The buffer is bound at a run-time element offset (Graph::bind_offsets).
       params_.push_back(absl::StrCat("const ", idx_, " ", name, "_off"));
+      names_.push_back(absl::StrCat(name, "_off"));
       KernelArgSpec off;
       off.kind = KernelArgSpec::Kind::kOffset;
       off.buffer = ref;
@@ -214,17 +261,48 @@ class Emitter {
     return v;
   }
 
-  // The kernel is named after its own text, so that the same code gets the same name (and
-  // source) whatever the shapes and in every process: the program caches key on the source.
-  KernelSpec Finish(absl::string_view prefix, const std::string& preamble_body) {
-    const std::string signature_and_body =
-        absl::StrCat("(", absl::StrJoin(params_, ",\n    "), ") {\n", preamble_body, body_, "}\n");
+  // A helper function that the body calls, emitted once before it.
+  void UseHelper(const char* text) {
+    for (const char* h : helpers_) {
+      if (h == text) return;
+    }
+    helpers_.push_back(text);
+  }
+
+  bool cpu() const { return cpu_; }
+
+  // The body, written for the element index `gid`, becomes an inline function and two entry
+  // points (KernelSpec::tail_name): `<name>` for gid = get_global_id(0) with no bounds check,
+  // `<name>_tail` for gid = base + get_global_id(0) while gid < count. The kernel is named
+  // after its own text, so that the same code gets the same name (and source) whatever the
+  // shapes and in every process: the program caches key on the source.
+  KernelSpec FinishIndexed(absl::string_view prefix, int64_t count) {
+    const std::string limit = Sym(count);
+    const std::string params = absl::StrJoin(params_, ",\n    ");
+    const std::string names = absl::StrJoin(names_, ", ");
+    std::string text = absl::StrJoin(helpers_, "");
+    const std::string hash_input = absl::StrCat(idx_, text, params, "|", limit, "|", body_);
+    const std::string name =
+        absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
+    absl::StrAppend(&text, "static inline void ", name, "_at(", params,
+                    ",\n    const idx_t gid) {\n", body_, "}\n");
+    absl::StrAppend(&text, "__kernel void ", name, "(", params, ") {\n  ", name, "_at(", names,
+                    ", (idx_t)get_global_id(0));\n}\n");
+    absl::StrAppend(&text, "__kernel void ", name, "_tail(", params,
+                    ",\n    const idx_t base) {\n  const idx_t gid = base + (idx_t)get_global_id(0);\n",
+                    "  if (gid < ", limit, ") ", name, "_at(", names, ", gid);\n}\n");
     KernelSpec spec;
-    spec.name =
-        absl::StrCat(prefix, "_", absl::Hex(StableHash(idx_ + signature_and_body) & 0xffffffffu));
-    spec.source =
-        absl::StrCat("typedef ", idx_, " idx_t;\n__kernel void ", spec.name, signature_and_body);
+    spec.name = name;
+    spec.tail_name = absl::StrCat(name, "_tail");
+    spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
     spec.args = args_;
+    spec.local = {kLocalSize};
+    const size_t n = static_cast<size_t>(count);
+    const size_t main = count < kTailOnlyBelow ? 0 : n / kLocalSize * kLocalSize;
+    spec.global = {main};
+    spec.tail_base = static_cast<int64_t>(main);
+    spec.tail_global = RoundUp(n - main, kLocalSize);
+    spec.tail_base_wide = idx_ != "int";
     return spec;
   }
 
@@ -247,10 +325,18 @@ class Emitter {
       case Op::kExp:
         return Assign(t, absl::StrCat("exp(", operand(0), ")"));
       case Op::kLog:
+        if (cpu_) {
+          UseHelper(kLogHelper);
+          return Assign(t, absl::StrCat("lc_log(", operand(0), ")"));
+        }
         return Assign(t, absl::StrCat("log(", operand(0), ")"));
       case Op::kSqrt:
         return Assign(t, absl::StrCat("sqrt(", operand(0), ")"));
       case Op::kTanh:
+        if (cpu_) {
+          UseHelper(kTanhHelper);
+          return Assign(t, absl::StrCat("lc_tanh(", operand(0), ")"));
+        }
         return Assign(t, absl::StrCat("tanh(", operand(0), ")"));
       case Op::kSigmoid:
         return Assign(t, absl::StrCat("1.0f / (1.0f + exp(-", operand(0), "))"));
@@ -380,6 +466,9 @@ class Emitter {
   const InputMap& inputs_;
   std::string idx_;
   bool bind_offsets_;
+  bool cpu_;
+  std::vector<const char*> helpers_;
+  std::vector<std::string> names_;
   std::string body_;
   std::string indent_ = "  ";
   int next_var_ = 0;
@@ -414,16 +503,12 @@ std::string IndexType(const Node& root, const InputMap& inputs, const Target& ta
 
 KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inputs,
                            const Target& target) {
-  Emitter e(inputs, IndexType(root, inputs, target), target.bind_offsets);
+  Emitter e(inputs, IndexType(root, inputs, target), target);
   const int64_t n = ir::NumElements(root.shape);
   std::string out_name = e.Buffer(out, root.dtype, true);
-  std::string preamble = absl::StrCat(
-      "  const idx_t gid = (idx_t)get_global_id(0);\n  if (gid >= ", e.Sym(n), ") return;\n");
   std::string v = e.Eval(root, Index::Linear("gid"));
   e.Line(absl::StrCat(out_name, "[gid] = ", v, ";"));
-  KernelSpec spec = e.Finish("ew", preamble);
-  spec.global = {RoundUp(static_cast<size_t>(n), kLocalSize)};
-  spec.local = {kLocalSize};
+  KernelSpec spec = e.FinishIndexed("ew", n);
   spec.summary = absl::StrCat("elementwise ", ir::NodeString(root));
   return spec;
 }
@@ -439,11 +524,9 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   const int64_t outputs = ir::NumElements(root.shape);
   const int64_t chunk = split > 1 ? (reduced + split - 1) / split : reduced;
 
-  Emitter e(inputs, IndexType(root, inputs, target), target.bind_offsets);
+  Emitter e(inputs, IndexType(root, inputs, target), target);
   const DType t = root.dtype;
   std::string out_name = e.Buffer(out, t, true);
-  std::string pre = absl::StrCat("  const idx_t gid = (idx_t)get_global_id(0);\n  if (gid >= ",
-                                 e.Sym(outputs * split), ") return;\n");
   std::string o = "gid";
   if (split > 1) {
     e.Line(absl::StrCat("const idx_t o = gid / ", e.Sym(split), ";"));
@@ -498,9 +581,7 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   e.Dedent();
   e.Line("}");
   e.Line(absl::StrCat(out_name, "[gid] = acc;"));
-  KernelSpec spec = e.Finish(split > 1 ? "red_part" : "red", pre);
-  spec.global = {RoundUp(static_cast<size_t>(outputs * split), kLocalSize)};
-  spec.local = {kLocalSize};
+  KernelSpec spec = e.FinishIndexed(split > 1 ? "red_part" : "red", outputs * split);
   spec.summary =
       absl::StrCat(split > 1 ? "partial " : "", "reduce ", ir::NodeString(root), " of ",
                    ir::NodeString(x), split > 1 ? absl::StrCat(" in ", split, " parts") : "");
@@ -573,6 +654,7 @@ int64_t ArgBytes(const KernelSpec& spec) {
                         (a.kind == KernelArgSpec::Kind::kOffset && !a.wide);
     bytes += narrow ? 4 : 8;
   }
+  if (!spec.tail_name.empty()) bytes += spec.tail_base_wide ? 8 : 4;
   return bytes;
 }
 
