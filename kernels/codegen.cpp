@@ -257,7 +257,8 @@ class Emitter {
 
   std::string Assign(DType dtype, const std::string& expr) {
     std::string v = Var();
-    Line(absl::StrCat("const ", CType(dtype), " ", v, " = ", expr, ";"));
+    const std::string type = vec_ && dtype == DType::f32 ? "float16" : CType(dtype);
+    Line(absl::StrCat("const ", type, " ", v, " = ", expr, ";"));
     return v;
   }
 
@@ -270,6 +271,15 @@ class Emitter {
   }
 
   bool cpu() const { return cpu_; }
+
+  // Vector mode: f32 values are float16, and a linear index i names elements i .. i + 15
+  // (VectorFriendly says which expressions can be evaluated this way). `broadcast_row` is the
+  // scalar index at which an Expand over the trailing `broadcast_dims` dims is read.
+  void SetVector(bool on, std::string broadcast_row = "", size_t broadcast_dims = 0) {
+    vec_ = on;
+    broadcast_row_ = std::move(broadcast_row);
+    broadcast_dims_ = broadcast_dims;
+  }
 
   // The body, written for the element index `gid`, becomes an inline function and two entry
   // points (KernelSpec::tail_name): `<name>` for gid = get_global_id(0) with no bounds check,
@@ -310,10 +320,22 @@ class Emitter {
   std::string EvalUncached(const Node& n, const Index& idx) {
     if (auto it = inputs_.find(&n); it != inputs_.end()) {
       std::string buf = Buffer(it->second, n.dtype, false);
+      if (vec_) return Assign(n.dtype, absl::StrCat("vload16(0, ", buf, " + ", Linear(idx, n.shape), ")"));
       return Assign(n.dtype, absl::StrCat(buf, "[", Linear(idx, n.shape), "]"));
     }
     const DType t = n.dtype;
     auto operand = [&](int i) { return Eval(*n.operands[i], idx); };
+    if (vec_) {
+      // Only what VectorFriendly admits reaches here; the rest is shared with scalar code.
+      if (n.op == Op::kConstant) return Assign(t, absl::StrCat("(float16)(", Literal(n.value, t), ")"));
+      if (n.op == Op::kRelu) return Assign(t, absl::StrCat("fmax(", operand(0), ", 0.0f)"));
+      if (n.op == Op::kExpand) {
+        vec_ = false;
+        std::string row = Eval(*n.operands[0], Index::Linear(broadcast_row_));
+        vec_ = true;
+        return Assign(t, absl::StrCat("(float16)(", row, ")"));
+      }
+    }
     switch (n.op) {
       case Op::kConstant:
         return Literal(n.value, t);
@@ -467,6 +489,9 @@ class Emitter {
   std::string idx_;
   bool bind_offsets_;
   bool cpu_;
+  bool vec_ = false;
+  std::string broadcast_row_;
+  size_t broadcast_dims_ = 0;
   std::vector<const char*> helpers_;
   std::vector<std::string> names_;
   std::string body_;
@@ -497,6 +522,48 @@ std::string IndexType(const Node& root, const InputMap& inputs, const Target& ta
     for (const ir::NodePtr& o : n->operands) stack.push_back(o.get());
   }
   return largest < (int64_t{1} << 31) - 1 ? "int" : "long";
+}
+
+// Whether `x`, reduced over its trailing `reduced_dims` dims, can be evaluated 16 elements at a
+// time in Emitter's vector mode: f32 elementwise ops whose vector forms are plain OpenCL C,
+// reading inputs at x's own linear index, and Expands that only broadcast a per-row value
+// along the reduced dims (softmax's x - max).
+bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
+                    size_t reduced_dims) {
+  if (n.dtype != DType::f32) return false;
+  if (inputs.contains(&n)) return true;
+  switch (n.op) {
+    case Op::kConstant:
+      return true;
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kMaximum:
+    case Op::kMinimum:
+    case Op::kNeg:
+    case Op::kExp:
+    case Op::kSqrt:
+    case Op::kAbs:
+    case Op::kRelu:
+    case Op::kSigmoid:
+    case Op::kReshape:
+      for (const ir::NodePtr& o : n.operands) {
+        if (!VectorFriendly(*o, inputs, x_shape, reduced_dims)) return false;
+      }
+      return true;
+    case Op::kExpand: {
+      if (n.shape != x_shape) return false;
+      const Shape& s = n.operands[0]->shape;
+      const size_t kept = x_shape.size() - reduced_dims;
+      for (size_t d = 0; d < s.size(); ++d) {
+        if (d < kept ? s[d] != x_shape[d] : s[d] != 1) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
 }
 
 }  // namespace
@@ -556,8 +623,42 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
                : t == DType::i64 ? "LONG_MIN"
                                  : "((uchar)0)";
   }
-  e.Line(absl::StrCat(CType(t), " acc = ", identity, ";"));
-  e.Line("for (idx_t r = r0; r < r1; ++r) {");
+  auto combine_line = [&](const std::string& a, const std::string& v) {
+    if (root.op == Op::kSum) return absl::StrCat(a, " += ", v, ";");
+    if (t == DType::f32) return absl::StrCat(a, " = fmax(", a, ", ", v, ");");
+    return absl::StrCat(a, " = max(", a, ", ", v, ");");
+  };
+  // CPU: trailing contiguous rows are read 16 floats at a time into float16 accumulators (PoCL
+  // runs a loop inside a work-item scalar unless it is written with vectors), then the rest
+  // of the row one at a time.
+  const bool vector_rows = target.cpu && trailing && t == DType::f32 && reduced >= 16 &&
+                           VectorFriendly(x, inputs, x.shape, axes.size());
+  if (vector_rows) {
+    e.Line(absl::StrCat("float16 acc16 = (float16)(", identity, ");"));
+    e.Line("idx_t r = r0;");
+    e.Line("for (; r < r1 - 15; r += 16) {");
+    e.Indent();
+    auto vscope = e.SaveScope();
+    e.SetVector(true, o, axes.size());
+    std::string vv = e.Eval(x, Index::Linear(absl::StrCat("(", o, " * ", e.Sym(reduced), " + r)")));
+    e.Line(combine_line("acc16", vv));
+    e.SetVector(false);
+    e.RestoreScope(std::move(vscope));
+    e.Dedent();
+    e.Line("}");
+    if (root.op == Op::kSum) {
+      e.Line("const float8 acc8 = acc16.lo + acc16.hi;");
+      e.Line("const float4 acc4 = acc8.lo + acc8.hi;");
+      e.Line("float acc = (acc4.x + acc4.y) + (acc4.z + acc4.w);");
+    } else {
+      e.Line("const float8 acc8 = fmax(acc16.lo, acc16.hi);");
+      e.Line("const float4 acc4 = fmax(acc8.lo, acc8.hi);");
+      e.Line("float acc = fmax(fmax(acc4.x, acc4.y), fmax(acc4.z, acc4.w));");
+    }
+  } else {
+    e.Line(absl::StrCat(CType(t), " acc = ", identity, ";"));
+  }
+  e.Line(vector_rows ? "for (; r < r1; ++r) {" : "for (idx_t r = r0; r < r1; ++r) {");
   e.Indent();
   auto scope = e.SaveScope();
   Index idx;
@@ -570,13 +671,7 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
     idx = Index::Multi(std::move(dims));
   }
   std::string v = e.Eval(x, idx);
-  if (root.op == Op::kSum) {
-    e.Line(absl::StrCat("acc += ", v, ";"));
-  } else if (t == DType::f32) {
-    e.Line(absl::StrCat("acc = fmax(acc, ", v, ");"));
-  } else {
-    e.Line(absl::StrCat("acc = max(acc, ", v, ");"));
-  }
+  e.Line(combine_line("acc", v));
   e.RestoreScope(std::move(scope));
   e.Dedent();
   e.Line("}");
@@ -597,11 +692,13 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
   int64_t batches = 1;
   for (size_t d = 0; d + 2 < r; ++d) batches *= root.shape[d];
 
+  // CPU and f32: 4 x 16 register blocks (matmul_cpu.cl); otherwise 16 x 16 local-memory tiles.
+  const bool blocked = target.cpu && root.dtype == DType::f32;
   KernelSpec spec;
-  spec.name = "matmul";
-  spec.source = std::string(Template("matmul.cl"));
+  spec.name = blocked ? "matmul_cpu" : "matmul";
+  spec.source = std::string(Template(blocked ? "matmul_cpu.cl" : "matmul.cl"));
   const std::string t = CType(root.dtype);
-  spec.options = absl::StrCat("-DT=", t, " -DTS=16");
+  if (!blocked) spec.options = absl::StrCat("-DT=", t, " -DTS=16");
   auto buffer = [](BufferRef ref, bool written) {
     KernelArgSpec s;
     s.kind = KernelArgSpec::Kind::kBuffer;
@@ -640,9 +737,15 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                i64(m),
                i64(n),
                i64(k)};
-  spec.global = {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),
-                 static_cast<size_t>(batches)};
-  spec.local = {16, 16, 1};
+  if (blocked) {
+    spec.global = {RoundUp(static_cast<size_t>(n), 16) / 16, RoundUp(static_cast<size_t>(m), 4) / 4,
+                   static_cast<size_t>(batches)};
+    spec.local = {1, 1, 1};
+  } else {
+    spec.global = {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),
+                   static_cast<size_t>(batches)};
+    spec.local = {16, 16, 1};
+  }
   spec.summary = absl::StrCat("matmul ", ir::NodeString(root), " (K=", k, ")");
   return spec;
 }
