@@ -692,7 +692,7 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
   int64_t batches = 1;
   for (size_t d = 0; d + 2 < r; ++d) batches *= root.shape[d];
 
-  // CPU and f32: 4 x 16 register blocks (matmul_cpu.cl); otherwise 16 x 16 local-memory tiles.
+  // CPU and f32: 4 x 32 register blocks (matmul_cpu.cl); otherwise 16 x 16 local-memory tiles.
   const bool blocked = target.cpu && root.dtype == DType::f32;
   KernelSpec spec;
   spec.name = blocked ? "matmul_cpu" : "matmul";
@@ -738,7 +738,7 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                i64(n),
                i64(k)};
   if (blocked) {
-    spec.global = {RoundUp(static_cast<size_t>(n), 16) / 16, RoundUp(static_cast<size_t>(m), 4) / 4,
+    spec.global = {RoundUp(static_cast<size_t>(m), 4) / 4, RoundUp(static_cast<size_t>(n), 32) / 32,
                    static_cast<size_t>(batches)};
     spec.local = {1, 1, 1};
   } else {
