@@ -1,5 +1,6 @@
 #include "kernels/codegen.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -143,13 +144,19 @@ class Emitter {
   const std::string& idx_type() const { return idx_; }
 
   // A size, stride or offset: literals for 0 and 1 (which codegen may specialise on), an
-  // argument otherwise, one argument per distinct value.
-  std::string Sym(int64_t v) {
+  // argument otherwise, one argument per `key`. Keys name structural roles (DimKey, "count"),
+  // never values, so that shapes of one structure share one source: [3, 4] and [4, 4] alike.
+  std::string Sym(int64_t v, const std::string& key) {
     if (v == 0 || v == 1) return absl::StrCat(v);
-    auto it = syms_.find(v);
-    if (it != syms_.end()) return it->second;
+    auto it = syms_.find(key);
+    if (it != syms_.end()) {
+      LAZYCL_CHECK(sym_values_.at(key) == v, "codegen: size %s is both %lld and %lld", key.c_str(),
+                   static_cast<long long>(sym_values_.at(key)), static_cast<long long>(v));
+      return it->second;
+    }
     std::string name = absl::StrCat("s", syms_.size());
-    syms_.emplace(v, name);
+    syms_.emplace(key, name);
+    sym_values_.emplace(key, v);
     params_.push_back(absl::StrCat("const ", idx_, " ", name));
     names_.push_back(name);
     KernelArgSpec arg;
@@ -196,13 +203,76 @@ class Emitter {
   absl::flat_hash_map<std::string, std::string> SaveScope() const { return memo_; }
   void RestoreScope(absl::flat_hash_map<std::string, std::string> memo) { memo_ = std::move(memo); }
 
-  std::string Linear(const Index& idx, const Shape& shape) {
+  // Dims that the ops force to be equal (an elementwise op's operands and result, the kept
+  // dims of Expand, Permute and Reduce) are one class and share one size argument. Call before
+  // evaluating; `inputs` are not followed.
+  void UnifyDims(const Node& root) {
+    std::vector<const Node*> stack = {&root};
+    absl::flat_hash_map<const Node*, bool> seen;
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      if (seen.contains(n) || inputs_.contains(n)) continue;
+      seen[n] = true;
+      switch (n->op) {
+        case Op::kReshape:
+        case Op::kSlice:
+        case Op::kPad:
+        case Op::kConstant:
+        case Op::kIota:
+          break;
+        case Op::kPermute:
+          for (size_t d = 0; d < n->shape.size(); ++d)
+            Union({n, d}, {n->operands[0].get(), static_cast<size_t>(n->args[d])});
+          break;
+        case Op::kExpand:
+          for (size_t d = 0; d < n->shape.size(); ++d) {
+            if (n->operands[0]->shape[d] != 1) Union({n, d}, {n->operands[0].get(), d});
+          }
+          break;
+        default:
+          if (ir::IsReduce(n->op)) {
+            const Node& x = *n->operands[0];
+            for (size_t d = 0; d < n->shape.size(); ++d) {
+              if (std::find(n->args.begin(), n->args.end(), static_cast<int64_t>(d)) == n->args.end())
+                Union({n, d}, {&x, d});
+            }
+          } else {
+            for (const ir::NodePtr& o : n->operands) {
+              if (o->shape.size() != n->shape.size()) continue;
+              for (size_t d = 0; d < n->shape.size(); ++d) Union({n, d}, {o.get(), d});
+            }
+          }
+      }
+      for (const ir::NodePtr& o : n->operands) stack.push_back(o.get());
+    }
+  }
+
+  std::string DimKey(const Node* n, size_t d) {
+    const DimRef r = Find({n, d});
+    return absl::StrCat("dim|", reinterpret_cast<uintptr_t>(r.first), "|", r.second);
+  }
+  std::vector<std::string> DimKeys(const Node& n) {
+    std::vector<std::string> keys;
+    for (size_t d = 0; d < n.shape.size(); ++d) keys.push_back(DimKey(&n, d));
+    return keys;
+  }
+  std::string NodeKey(const char* what, const Node& n, size_t d) {
+    return absl::StrCat(what, "|", reinterpret_cast<uintptr_t>(&n), "|", d);
+  }
+
+  std::string Linear(const Index& idx, const Node& n) { return Linear(idx, n.shape, DimKeys(n)); }
+  std::vector<std::string> Multi(const Index& idx, const Node& n) {
+    return Multi(idx, n.shape, DimKeys(n));
+  }
+
+  std::string Linear(const Index& idx, const Shape& shape, const std::vector<std::string>& keys) {
     if (idx.linear) return idx.lin;
     std::string acc;
     for (size_t d = 0; d < shape.size(); ++d) {
       if (shape[d] == 1) continue;
       acc = acc.empty() ? idx.dims[d]
-                        : absl::StrCat("(", acc, ") * ", Sym(shape[d]), " + ", idx.dims[d]);
+                        : absl::StrCat("(", acc, ") * ", Sym(shape[d], keys[d]), " + ", idx.dims[d]);
     }
     if (acc.empty()) return "0";
     std::string key = absl::StrCat("lin|", acc);
@@ -213,9 +283,13 @@ class Emitter {
     return v;
   }
 
-  std::vector<std::string> Multi(const Index& idx, const Shape& shape) {
+  std::vector<std::string> Multi(const Index& idx, const Shape& shape,
+                                 const std::vector<std::string>& keys) {
     if (!idx.linear) return idx.dims;
-    std::string key = absl::StrCat("delin|", idx.lin, "|", ir::ShapeString(shape));
+    // Which dims are 1 is part of the structure; the rest of the shape is named by its keys.
+    std::string ones;
+    for (int64_t s : shape) ones.push_back(s == 1 ? '1' : 'n');
+    std::string key = absl::StrCat("delin|", idx.lin, "|", ones, "|", absl::StrJoin(keys, ","));
     std::vector<std::string> dims(shape.size(), "0");
     int first = -1;  // the outermost dim that is not 1 needs no modulo
     for (size_t d = 0; d < shape.size(); ++d) {
@@ -235,10 +309,10 @@ class Emitter {
         break;
       }
       std::string v = Var();
-      Line(absl::StrCat("const ", idx_, " ", v, " = ", rest, " % ", Sym(shape[d]), ";"));
+      Line(absl::StrCat("const ", idx_, " ", v, " = ", rest, " % ", Sym(shape[d], keys[d]), ";"));
       dims[d] = v;
       std::string q = Var();
-      Line(absl::StrCat("const ", idx_, " ", q, " = ", rest, " / ", Sym(shape[d]), ";"));
+      Line(absl::StrCat("const ", idx_, " ", q, " = ", rest, " / ", Sym(shape[d], keys[d]), ";"));
       rest = q;
     }
     delin_[key] = dims;
@@ -287,7 +361,7 @@ class Emitter {
   // after its own text, so that the same code gets the same name (and source) whatever the
   // shapes and in every process: the program caches key on the source.
   KernelSpec FinishIndexed(absl::string_view prefix, int64_t count) {
-    const std::string limit = Sym(count);
+    const std::string limit = Sym(count, "count");
     const std::string params = absl::StrJoin(params_, ",\n    ");
     const std::string names = absl::StrJoin(names_, ", ");
     std::string text = absl::StrJoin(helpers_, "");
@@ -320,8 +394,8 @@ class Emitter {
   std::string EvalUncached(const Node& n, const Index& idx) {
     if (auto it = inputs_.find(&n); it != inputs_.end()) {
       std::string buf = Buffer(it->second, n.dtype, false);
-      if (vec_) return Assign(n.dtype, absl::StrCat("vload16(0, ", buf, " + ", Linear(idx, n.shape), ")"));
-      return Assign(n.dtype, absl::StrCat(buf, "[", Linear(idx, n.shape), "]"));
+      if (vec_) return Assign(n.dtype, absl::StrCat("vload16(0, ", buf, " + ", Linear(idx, n), ")"));
+      return Assign(n.dtype, absl::StrCat(buf, "[", Linear(idx, n), "]"));
     }
     const DType t = n.dtype;
     auto operand = [&](int i) { return Eval(*n.operands[i], idx); };
@@ -340,7 +414,7 @@ class Emitter {
       case Op::kConstant:
         return Literal(n.value, t);
       case Op::kIota:
-        return Assign(t, absl::StrCat("(", CType(t), ")(", Linear(idx, n.shape), ")"));
+        return Assign(t, absl::StrCat("(", CType(t), ")(", Linear(idx, n), ")"));
       case Op::kNeg:
         if (IsInt(t)) return Assign(t, Wrapping(Zero(t), "-", operand(0), t));
         return Assign(t, absl::StrCat("-", operand(0)));
@@ -413,15 +487,15 @@ class Emitter {
       case Op::kWhere:
         return Assign(t, absl::StrCat(operand(0), " ? ", operand(1), " : ", operand(2)));
       case Op::kReshape:
-        return Eval(*n.operands[0], Index::Linear(Linear(idx, n.shape)));
+        return Eval(*n.operands[0], Index::Linear(Linear(idx, n)));
       case Op::kPermute: {
-        std::vector<std::string> out = Multi(idx, n.shape);
+        std::vector<std::string> out = Multi(idx, n);
         std::vector<std::string> in(out.size());
         for (size_t i = 0; i < out.size(); ++i) in[n.args[i]] = out[i];
         return Eval(*n.operands[0], Index::Multi(std::move(in)));
       }
       case Op::kExpand: {
-        std::vector<std::string> in = Multi(idx, n.shape);
+        std::vector<std::string> in = Multi(idx, n);
         const Shape& s = n.operands[0]->shape;
         for (size_t d = 0; d < in.size(); ++d) {
           if (s[d] == 1) in[d] = "0";
@@ -429,9 +503,10 @@ class Emitter {
         return Eval(*n.operands[0], Index::Multi(std::move(in)));
       }
       case Op::kSlice: {
-        std::vector<std::string> in = Multi(idx, n.shape);
+        std::vector<std::string> in = Multi(idx, n);
         for (size_t d = 0; d < in.size(); ++d) {
-          if (n.args[d] != 0) in[d] = absl::StrCat("(", in[d], " + ", Sym(n.args[d]), ")");
+          if (n.args[d] != 0)
+            in[d] = absl::StrCat("(", in[d], " + ", Sym(n.args[d], NodeKey("slice", n, d)), ")");
         }
         return Eval(*n.operands[0], Index::Multi(std::move(in)));
       }
@@ -462,21 +537,23 @@ class Emitter {
   std::string Pad(const Node& n, const Index& idx) {
     const Node& x = *n.operands[0];
     if (ir::NumElements(x.shape) == 0) return Zero(n.dtype);
-    std::vector<std::string> in = Multi(idx, n.shape);
+    std::vector<std::string> in = Multi(idx, n);
     std::vector<std::string> conds;
     for (size_t d = 0; d < in.size(); ++d) {
       if (n.args[d] == 0 && x.shape[d] == n.shape[d]) continue;
       if (x.shape[d] == 1) {
-        conds.push_back(absl::StrCat("(", in[d], " == ", Sym(n.args[d]), ")"));
+        conds.push_back(absl::StrCat("(", in[d], " == ", Sym(n.args[d], NodeKey("pad", n, d)), ")"));
         in[d] = "0";
         continue;
       }
       std::string t = Var();
-      Line(absl::StrCat("const ", idx_, " ", t, " = ", in[d], " - ", Sym(n.args[d]), ";"));
-      conds.push_back(absl::StrCat("(", t, " >= 0 && ", t, " < ", Sym(x.shape[d]), ")"));
+      const std::string lo = Sym(n.args[d], NodeKey("pad", n, d));
+      const std::string size = Sym(x.shape[d], DimKey(&x, d));
+      Line(absl::StrCat("const ", idx_, " ", t, " = ", in[d], " - ", lo, ";"));
+      conds.push_back(absl::StrCat("(", t, " >= 0 && ", t, " < ", size, ")"));
       std::string c = Var();
       Line(absl::StrCat("const ", idx_, " ", c, " = ", t, " < 0 ? 0 : (", t,
-                        " >= ", Sym(x.shape[d]), " ? ", Sym(x.shape[d]), " - 1 : ", t, ");"));
+                        " >= ", size, " ? ", size, " - 1 : ", t, ");"));
       in[d] = c;
     }
     std::string value = Eval(x, Index::Multi(std::move(in)));
@@ -499,7 +576,23 @@ class Emitter {
   int next_var_ = 0;
   std::vector<std::string> params_;
   std::vector<KernelArgSpec> args_;
-  absl::flat_hash_map<int64_t, std::string> syms_;
+  using DimRef = std::pair<const Node*, size_t>;
+  DimRef Find(DimRef r) {
+    while (true) {
+      auto it = parent_.find(r);
+      if (it == parent_.end() || it->second == r) return r;
+      r = it->second;
+    }
+  }
+  void Union(DimRef a, DimRef b) {
+    a = Find(a);
+    b = Find(b);
+    if (a != b) parent_[b] = a;
+  }
+
+  absl::flat_hash_map<DimRef, DimRef> parent_;
+  absl::flat_hash_map<std::string, std::string> syms_;
+  absl::flat_hash_map<std::string, int64_t> sym_values_;
   absl::flat_hash_map<std::pair<int, int>, std::string> buffers_;
   absl::flat_hash_map<std::string, std::string> memo_;
   absl::flat_hash_map<std::string, std::vector<std::string>> delin_;
@@ -572,6 +665,7 @@ KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inpu
                            const Target& target) {
   Emitter e(inputs, IndexType(root, inputs, target), target);
   const int64_t n = ir::NumElements(root.shape);
+  e.UnifyDims(root);
   std::string out_name = e.Buffer(out, root.dtype, true);
   std::string v = e.Eval(root, Index::Linear("gid"));
   e.Line(absl::StrCat(out_name, "[gid] = ", v, ";"));
@@ -592,18 +686,21 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   const int64_t chunk = split > 1 ? (reduced + split - 1) / split : reduced;
 
   Emitter e(inputs, IndexType(root, inputs, target), target);
+  e.UnifyDims(root);
   const DType t = root.dtype;
   std::string out_name = e.Buffer(out, t, true);
   std::string o = "gid";
   if (split > 1) {
-    e.Line(absl::StrCat("const idx_t o = gid / ", e.Sym(split), ";"));
-    e.Line(absl::StrCat("const idx_t r0 = (gid % ", e.Sym(split), ") * ", e.Sym(chunk), ";"));
-    e.Line(absl::StrCat("const idx_t r1 = min(r0 + ", e.Sym(chunk), ", (idx_t)", e.Sym(reduced),
+    e.Line(absl::StrCat("const idx_t o = gid / ", e.Sym(split, "split"), ";"));
+    e.Line(absl::StrCat("const idx_t r0 = (gid % ", e.Sym(split, "split"), ") * ",
+                        e.Sym(chunk, "chunk"), ";"));
+    e.Line(absl::StrCat("const idx_t r1 = min(r0 + ", e.Sym(chunk, "chunk"), ", (idx_t)",
+                        e.Sym(reduced, "reduced"),
                         ");"));
     o = "o";
   } else {
     e.Line("const idx_t r0 = 0;");
-    e.Line(absl::StrCat("const idx_t r1 = ", e.Sym(reduced), ";"));
+    e.Line(absl::StrCat("const idx_t r1 = ", e.Sym(reduced, "reduced"), ";"));
   }
   // Reducing the trailing dims reads one contiguous run per output: a linear index suffices.
   bool trailing = true;
@@ -611,7 +708,7 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
     trailing = trailing && axes[i] == static_cast<int64_t>(x.shape.size() - axes.size() + i);
   }
   std::vector<std::string> kept;
-  if (!trailing) kept = e.Multi(Index::Linear(o), root.shape);
+  if (!trailing) kept = e.Multi(Index::Linear(o), root);
 
   std::string identity;
   std::string combine;
@@ -640,7 +737,7 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
     e.Indent();
     auto vscope = e.SaveScope();
     e.SetVector(true, o, axes.size());
-    std::string vv = e.Eval(x, Index::Linear(absl::StrCat("(", o, " * ", e.Sym(reduced), " + r)")));
+    std::string vv = e.Eval(x, Index::Linear(absl::StrCat("(", o, " * ", e.Sym(reduced, "reduced"), " + r)")));
     e.Line(combine_line("acc16", vv));
     e.SetVector(false);
     e.RestoreScope(std::move(vscope));
@@ -663,9 +760,12 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   auto scope = e.SaveScope();
   Index idx;
   if (trailing) {
-    idx = Index::Linear(reduced == 1 ? o : absl::StrCat("(", o, " * ", e.Sym(reduced), " + r)"));
+    idx = Index::Linear(reduced == 1 ? o
+                                     : absl::StrCat("(", o, " * ", e.Sym(reduced, "reduced"), " + r)"));
   } else {
-    std::vector<std::string> r_dims = e.Multi(Index::Linear("r"), reduced_shape);
+    std::vector<std::string> r_keys;
+    for (int64_t a : axes) r_keys.push_back(e.DimKey(&x, static_cast<size_t>(a)));
+    std::vector<std::string> r_dims = e.Multi(Index::Linear("r"), reduced_shape, r_keys);
     std::vector<std::string> dims = kept;
     for (size_t i = 0; i < axes.size(); ++i) dims[axes[i]] = r_dims[i];
     idx = Index::Multi(std::move(dims));
