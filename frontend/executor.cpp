@@ -31,6 +31,7 @@ struct CachedPlan {
   std::vector<uint64_t> key;
   kernels::Plan plan;
   std::vector<const backend::Kernel*> kernels;  // resolved on first run
+  std::vector<const backend::Kernel*> tails;    // KernelSpec::tail_name, resolved when used
 };
 
 namespace {
@@ -200,6 +201,7 @@ absl::StatusOr<CachedPlan*> PreparePlan(int device_index, const kernels::Graph& 
   entry->key = std::move(key);
   entry->plan = *std::move(plan);
   entry->kernels.assign(entry->plan.kernels.size(), nullptr);
+  entry->tails.assign(entry->plan.kernels.size(), nullptr);
   CachedPlan* cached = entry.get();
   cache[hash] = std::move(entry);
   backend::metrics::Add("GraphCompiles", 1);
@@ -253,11 +255,20 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
   std::vector<backend::KernelArg> args;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const kernels::KernelSpec& spec = plan.kernels[k];
-    if (cached.kernels[k] == nullptr) {
+    const bool main = spec.global.empty() || spec.global[0] > 0;
+    const bool tail = spec.tail_global > 0;
+    // Only the entry points that launch are created: each costs a compile step at first launch.
+    if (main && cached.kernels[k] == nullptr) {
       absl::StatusOr<const backend::Kernel*> kernel =
           device.GetKernel(spec.source, spec.options, spec.name);
       if (!kernel.ok()) return kernel.status();
       cached.kernels[k] = *kernel;
+    }
+    if (tail && cached.tails[k] == nullptr) {
+      absl::StatusOr<const backend::Kernel*> kernel =
+          device.GetKernel(spec.source, spec.options, spec.tail_name);
+      if (!kernel.ok()) return kernel.status();
+      cached.tails[k] = *kernel;
     }
     args.clear();
     for (const kernels::KernelArgSpec& a : spec.args) {
@@ -281,8 +292,19 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
         }
       }
     }
-    if (absl::Status s = device.Launch(cached.kernels[k], args, spec.global, spec.local); !s.ok())
-      return s;
+    if (main) {
+      if (absl::Status s = device.Launch(cached.kernels[k], args, spec.global, spec.local);
+          !s.ok())
+        return s;
+    }
+    if (tail) {
+      args.push_back(spec.tail_base_wide
+                         ? backend::KernelArg::Int64(spec.tail_base)
+                         : backend::KernelArg::Int32(static_cast<int32_t>(spec.tail_base)));
+      const size_t tail_global[] = {spec.tail_global};
+      if (absl::Status s = device.Launch(cached.tails[k], args, tail_global, spec.local); !s.ok())
+        return s;
+    }
     for (size_t t = 0; t < temps.size(); ++t) {
       if (plan.temp_last_use[t] == static_cast<int>(k)) temps[t].reset();
     }

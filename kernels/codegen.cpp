@@ -1,5 +1,6 @@
 #include "kernels/codegen.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -20,6 +21,47 @@ using ir::Op;
 using ir::Shape;
 
 constexpr size_t kLocalSize = 64;
+// Below this many work-items the guarded tail entry point runs alone: one launch instead of
+// two, where the unchecked main kernel would save less than a launch costs.
+constexpr int64_t kTailOnlyBelow = int64_t{1} << 16;
+
+// Fast f32 maths for CPU devices, where PoCL's builtins are slow (log: ~100 ms over 2^24
+// floats against exp's ~5 ms) and do not vectorise with the work-item loop. Straight-line
+// selects only, so the loop over work-items stays vectorisable.
+// lc_tanh: Cephes tanhf (an odd polynomial below |x| < 0.625, (1 - e) / (1 + e) with
+//   e = exp(-2|x|) above); max relative error measured at ~3 ulp (tests/codegen_test.cpp).
+// lc_log: Cephes logf (x = m * 2^e, m in [sqrt(1/2), sqrt(2)), a degree-9 polynomial in m - 1);
+//   subnormals are scaled by 2^23 first; 0 -> -inf, negative -> NaN, inf -> inf, NaN -> NaN.
+constexpr const char* kTanhHelper = R"CL(static inline float lc_tanh(float x) {
+  const float ax = fabs(x);
+  const float z = x * x;
+  const float p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                    1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+  const float e = exp(-2.0f * ax);
+  const float q = copysign((1.0f - e) / (1.0f + e), x);
+  return ax < 0.625f ? copysign(p, x) : q;  // copysign: -0 stays -0 under fma contraction
+}
+)CL";
+constexpr const char* kLogHelper = R"CL(static inline float lc_log(float x) {
+  const int sub = x < 1.17549435e-38f;
+  const float xs = sub ? x * 8388608.0f : x;
+  const int bits = as_int(xs);
+  const float m0 = as_float((bits & 0x007fffff) | 0x3f000000);
+  const int small = m0 < 0.707106781186547524f;
+  const float e = (float)(((bits >> 23) & 0xff) - 126 - (sub ? 23 : 0) - small);
+  const float f = (small ? m0 + m0 : m0) - 1.0f;
+  const float z = f * f;
+  float y = ((((((((7.0376836292e-2f * f - 1.1514610310e-1f) * f + 1.1676998740e-1f) * f -
+                 1.2420140846e-1f) * f + 1.4249322787e-1f) * f - 1.6668057665e-1f) * f +
+              2.0000714765e-1f) * f - 2.4999993993e-1f) * f + 3.3333331174e-1f) * f * z;
+  y += -2.12194440e-4f * e;
+  y += -0.5f * z;
+  float r = f + y + 0.693359375f * e;
+  r = x == INFINITY ? x : r;
+  r = x == 0.0f ? -INFINITY : r;
+  return (x < 0.0f || isnan(x)) ? NAN : r;
+}
+)CL";
 
 std::string CType(DType d) {
   switch (d) {
@@ -93,20 +135,30 @@ struct Index {
 // size arguments as it goes. Each (node, index) pair is evaluated once per scope.
 class Emitter {
  public:
-  Emitter(const InputMap& inputs, std::string idx_type, bool bind_offsets)
-      : inputs_(inputs), idx_(std::move(idx_type)), bind_offsets_(bind_offsets) {}
+  Emitter(const InputMap& inputs, std::string idx_type, const Target& target)
+      : inputs_(inputs),
+        idx_(std::move(idx_type)),
+        bind_offsets_(target.bind_offsets),
+        cpu_(target.cpu) {}
 
   const std::string& idx_type() const { return idx_; }
 
   // A size, stride or offset: literals for 0 and 1 (which codegen may specialise on), an
-  // argument otherwise, one argument per distinct value.
-  std::string Sym(int64_t v) {
+  // argument otherwise, one argument per `key`. Keys name structural roles (DimKey, "count"),
+  // never values, so that shapes of one structure share one source: [3, 4] and [4, 4] alike.
+  std::string Sym(int64_t v, const std::string& key) {
     if (v == 0 || v == 1) return absl::StrCat(v);
-    auto it = syms_.find(v);
-    if (it != syms_.end()) return it->second;
+    auto it = syms_.find(key);
+    if (it != syms_.end()) {
+      LAZYCL_CHECK(sym_values_.at(key) == v, "codegen: size %s is both %lld and %lld", key.c_str(),
+                   static_cast<long long>(sym_values_.at(key)), static_cast<long long>(v));
+      return it->second;
+    }
     std::string name = absl::StrCat("s", syms_.size());
-    syms_.emplace(v, name);
+    syms_.emplace(key, name);
+    sym_values_.emplace(key, v);
     params_.push_back(absl::StrCat("const ", idx_, " ", name));
+    names_.push_back(name);
     KernelArgSpec arg;
     arg.kind = idx_ == "int" ? KernelArgSpec::Kind::kInt32 : KernelArgSpec::Kind::kInt64;
     arg.value = v;
@@ -121,6 +173,7 @@ class Emitter {
     std::string name = absl::StrCat(written ? "out" : "in", buffers_.size());
     params_.push_back(
         absl::StrCat("__global ", written ? "" : "const ", CType(dtype), "* restrict ", name));
+    names_.push_back(name);
     KernelArgSpec arg;
     arg.kind = KernelArgSpec::Kind::kBuffer;
     arg.buffer = ref;
@@ -129,6 +182,7 @@ class Emitter {
     if (bind_offsets_ && ref.kind != BufferRef::Kind::kTemp) {
       // The buffer is bound at a run-time element offset (Graph::bind_offsets).
       params_.push_back(absl::StrCat("const ", idx_, " ", name, "_off"));
+      names_.push_back(absl::StrCat(name, "_off"));
       KernelArgSpec off;
       off.kind = KernelArgSpec::Kind::kOffset;
       off.buffer = ref;
@@ -149,13 +203,76 @@ class Emitter {
   absl::flat_hash_map<std::string, std::string> SaveScope() const { return memo_; }
   void RestoreScope(absl::flat_hash_map<std::string, std::string> memo) { memo_ = std::move(memo); }
 
-  std::string Linear(const Index& idx, const Shape& shape) {
+  // Dims that the ops force to be equal (an elementwise op's operands and result, the kept
+  // dims of Expand, Permute and Reduce) are one class and share one size argument. Call before
+  // evaluating; `inputs` are not followed.
+  void UnifyDims(const Node& root) {
+    std::vector<const Node*> stack = {&root};
+    absl::flat_hash_map<const Node*, bool> seen;
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      if (seen.contains(n) || inputs_.contains(n)) continue;
+      seen[n] = true;
+      switch (n->op) {
+        case Op::kReshape:
+        case Op::kSlice:
+        case Op::kPad:
+        case Op::kConstant:
+        case Op::kIota:
+          break;
+        case Op::kPermute:
+          for (size_t d = 0; d < n->shape.size(); ++d)
+            Union({n, d}, {n->operands[0].get(), static_cast<size_t>(n->args[d])});
+          break;
+        case Op::kExpand:
+          for (size_t d = 0; d < n->shape.size(); ++d) {
+            if (n->operands[0]->shape[d] != 1) Union({n, d}, {n->operands[0].get(), d});
+          }
+          break;
+        default:
+          if (ir::IsReduce(n->op)) {
+            const Node& x = *n->operands[0];
+            for (size_t d = 0; d < n->shape.size(); ++d) {
+              if (std::find(n->args.begin(), n->args.end(), static_cast<int64_t>(d)) == n->args.end())
+                Union({n, d}, {&x, d});
+            }
+          } else {
+            for (const ir::NodePtr& o : n->operands) {
+              if (o->shape.size() != n->shape.size()) continue;
+              for (size_t d = 0; d < n->shape.size(); ++d) Union({n, d}, {o.get(), d});
+            }
+          }
+      }
+      for (const ir::NodePtr& o : n->operands) stack.push_back(o.get());
+    }
+  }
+
+  std::string DimKey(const Node* n, size_t d) {
+    const DimRef r = Find({n, d});
+    return absl::StrCat("dim|", reinterpret_cast<uintptr_t>(r.first), "|", r.second);
+  }
+  std::vector<std::string> DimKeys(const Node& n) {
+    std::vector<std::string> keys;
+    for (size_t d = 0; d < n.shape.size(); ++d) keys.push_back(DimKey(&n, d));
+    return keys;
+  }
+  std::string NodeKey(const char* what, const Node& n, size_t d) {
+    return absl::StrCat(what, "|", reinterpret_cast<uintptr_t>(&n), "|", d);
+  }
+
+  std::string Linear(const Index& idx, const Node& n) { return Linear(idx, n.shape, DimKeys(n)); }
+  std::vector<std::string> Multi(const Index& idx, const Node& n) {
+    return Multi(idx, n.shape, DimKeys(n));
+  }
+
+  std::string Linear(const Index& idx, const Shape& shape, const std::vector<std::string>& keys) {
     if (idx.linear) return idx.lin;
     std::string acc;
     for (size_t d = 0; d < shape.size(); ++d) {
       if (shape[d] == 1) continue;
       acc = acc.empty() ? idx.dims[d]
-                        : absl::StrCat("(", acc, ") * ", Sym(shape[d]), " + ", idx.dims[d]);
+                        : absl::StrCat("(", acc, ") * ", Sym(shape[d], keys[d]), " + ", idx.dims[d]);
     }
     if (acc.empty()) return "0";
     std::string key = absl::StrCat("lin|", acc);
@@ -166,9 +283,13 @@ class Emitter {
     return v;
   }
 
-  std::vector<std::string> Multi(const Index& idx, const Shape& shape) {
+  std::vector<std::string> Multi(const Index& idx, const Shape& shape,
+                                 const std::vector<std::string>& keys) {
     if (!idx.linear) return idx.dims;
-    std::string key = absl::StrCat("delin|", idx.lin, "|", ir::ShapeString(shape));
+    // Which dims are 1 is part of the structure; the rest of the shape is named by its keys.
+    std::string ones;
+    for (int64_t s : shape) ones.push_back(s == 1 ? '1' : 'n');
+    std::string key = absl::StrCat("delin|", idx.lin, "|", ones, "|", absl::StrJoin(keys, ","));
     std::vector<std::string> dims(shape.size(), "0");
     int first = -1;  // the outermost dim that is not 1 needs no modulo
     for (size_t d = 0; d < shape.size(); ++d) {
@@ -188,10 +309,10 @@ class Emitter {
         break;
       }
       std::string v = Var();
-      Line(absl::StrCat("const ", idx_, " ", v, " = ", rest, " % ", Sym(shape[d]), ";"));
+      Line(absl::StrCat("const ", idx_, " ", v, " = ", rest, " % ", Sym(shape[d], keys[d]), ";"));
       dims[d] = v;
       std::string q = Var();
-      Line(absl::StrCat("const ", idx_, " ", q, " = ", rest, " / ", Sym(shape[d]), ";"));
+      Line(absl::StrCat("const ", idx_, " ", q, " = ", rest, " / ", Sym(shape[d], keys[d]), ";"));
       rest = q;
     }
     delin_[key] = dims;
@@ -210,21 +331,62 @@ class Emitter {
 
   std::string Assign(DType dtype, const std::string& expr) {
     std::string v = Var();
-    Line(absl::StrCat("const ", CType(dtype), " ", v, " = ", expr, ";"));
+    const std::string type = vec_ && dtype == DType::f32 ? "float16" : CType(dtype);
+    Line(absl::StrCat("const ", type, " ", v, " = ", expr, ";"));
     return v;
   }
 
-  // The kernel is named after its own text, so that the same code gets the same name (and
-  // source) whatever the shapes and in every process: the program caches key on the source.
-  KernelSpec Finish(absl::string_view prefix, const std::string& preamble_body) {
-    const std::string signature_and_body =
-        absl::StrCat("(", absl::StrJoin(params_, ",\n    "), ") {\n", preamble_body, body_, "}\n");
+  // A helper function that the body calls, emitted once before it.
+  void UseHelper(const char* text) {
+    for (const char* h : helpers_) {
+      if (h == text) return;
+    }
+    helpers_.push_back(text);
+  }
+
+  bool cpu() const { return cpu_; }
+
+  // Vector mode: f32 values are float16, and a linear index i names elements i .. i + 15
+  // (VectorFriendly says which expressions can be evaluated this way). `broadcast_row` is the
+  // scalar index at which an Expand over the trailing `broadcast_dims` dims is read.
+  void SetVector(bool on, std::string broadcast_row = "", size_t broadcast_dims = 0) {
+    vec_ = on;
+    broadcast_row_ = std::move(broadcast_row);
+    broadcast_dims_ = broadcast_dims;
+  }
+
+  // The body, written for the element index `gid`, becomes an inline function and two entry
+  // points (KernelSpec::tail_name): `<name>` for gid = get_global_id(0) with no bounds check,
+  // `<name>_tail` for gid = base + get_global_id(0) while gid < count. The kernel is named
+  // after its own text, so that the same code gets the same name (and source) whatever the
+  // shapes and in every process: the program caches key on the source.
+  KernelSpec FinishIndexed(absl::string_view prefix, int64_t count) {
+    const std::string limit = Sym(count, "count");
+    const std::string params = absl::StrJoin(params_, ",\n    ");
+    const std::string names = absl::StrJoin(names_, ", ");
+    std::string text = absl::StrJoin(helpers_, "");
+    const std::string hash_input = absl::StrCat(idx_, text, params, "|", limit, "|", body_);
+    const std::string name =
+        absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
+    absl::StrAppend(&text, "static inline void ", name, "_at(", params,
+                    ",\n    const idx_t gid) {\n", body_, "}\n");
+    absl::StrAppend(&text, "__kernel void ", name, "(", params, ") {\n  ", name, "_at(", names,
+                    ", (idx_t)get_global_id(0));\n}\n");
+    absl::StrAppend(&text, "__kernel void ", name, "_tail(", params,
+                    ",\n    const idx_t base) {\n  const idx_t gid = base + (idx_t)get_global_id(0);\n",
+                    "  if (gid < ", limit, ") ", name, "_at(", names, ", gid);\n}\n");
     KernelSpec spec;
-    spec.name =
-        absl::StrCat(prefix, "_", absl::Hex(StableHash(idx_ + signature_and_body) & 0xffffffffu));
-    spec.source =
-        absl::StrCat("typedef ", idx_, " idx_t;\n__kernel void ", spec.name, signature_and_body);
+    spec.name = name;
+    spec.tail_name = absl::StrCat(name, "_tail");
+    spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
     spec.args = args_;
+    spec.local = {kLocalSize};
+    const size_t n = static_cast<size_t>(count);
+    const size_t main = count < kTailOnlyBelow ? 0 : n / kLocalSize * kLocalSize;
+    spec.global = {main};
+    spec.tail_base = static_cast<int64_t>(main);
+    spec.tail_global = RoundUp(n - main, kLocalSize);
+    spec.tail_base_wide = idx_ != "int";
     return spec;
   }
 
@@ -232,25 +394,45 @@ class Emitter {
   std::string EvalUncached(const Node& n, const Index& idx) {
     if (auto it = inputs_.find(&n); it != inputs_.end()) {
       std::string buf = Buffer(it->second, n.dtype, false);
-      return Assign(n.dtype, absl::StrCat(buf, "[", Linear(idx, n.shape), "]"));
+      if (vec_) return Assign(n.dtype, absl::StrCat("vload16(0, ", buf, " + ", Linear(idx, n), ")"));
+      return Assign(n.dtype, absl::StrCat(buf, "[", Linear(idx, n), "]"));
     }
     const DType t = n.dtype;
     auto operand = [&](int i) { return Eval(*n.operands[i], idx); };
+    if (vec_) {
+      // Only what VectorFriendly admits reaches here; the rest is shared with scalar code.
+      if (n.op == Op::kConstant) return Assign(t, absl::StrCat("(float16)(", Literal(n.value, t), ")"));
+      if (n.op == Op::kRelu) return Assign(t, absl::StrCat("fmax(", operand(0), ", 0.0f)"));
+      if (n.op == Op::kExpand) {
+        vec_ = false;
+        std::string row = Eval(*n.operands[0], Index::Linear(broadcast_row_));
+        vec_ = true;
+        return Assign(t, absl::StrCat("(float16)(", row, ")"));
+      }
+    }
     switch (n.op) {
       case Op::kConstant:
         return Literal(n.value, t);
       case Op::kIota:
-        return Assign(t, absl::StrCat("(", CType(t), ")(", Linear(idx, n.shape), ")"));
+        return Assign(t, absl::StrCat("(", CType(t), ")(", Linear(idx, n), ")"));
       case Op::kNeg:
         if (IsInt(t)) return Assign(t, Wrapping(Zero(t), "-", operand(0), t));
         return Assign(t, absl::StrCat("-", operand(0)));
       case Op::kExp:
         return Assign(t, absl::StrCat("exp(", operand(0), ")"));
       case Op::kLog:
+        if (cpu_) {
+          UseHelper(kLogHelper);
+          return Assign(t, absl::StrCat("lc_log(", operand(0), ")"));
+        }
         return Assign(t, absl::StrCat("log(", operand(0), ")"));
       case Op::kSqrt:
         return Assign(t, absl::StrCat("sqrt(", operand(0), ")"));
       case Op::kTanh:
+        if (cpu_) {
+          UseHelper(kTanhHelper);
+          return Assign(t, absl::StrCat("lc_tanh(", operand(0), ")"));
+        }
         return Assign(t, absl::StrCat("tanh(", operand(0), ")"));
       case Op::kSigmoid:
         return Assign(t, absl::StrCat("1.0f / (1.0f + exp(-", operand(0), "))"));
@@ -305,15 +487,15 @@ class Emitter {
       case Op::kWhere:
         return Assign(t, absl::StrCat(operand(0), " ? ", operand(1), " : ", operand(2)));
       case Op::kReshape:
-        return Eval(*n.operands[0], Index::Linear(Linear(idx, n.shape)));
+        return Eval(*n.operands[0], Index::Linear(Linear(idx, n)));
       case Op::kPermute: {
-        std::vector<std::string> out = Multi(idx, n.shape);
+        std::vector<std::string> out = Multi(idx, n);
         std::vector<std::string> in(out.size());
         for (size_t i = 0; i < out.size(); ++i) in[n.args[i]] = out[i];
         return Eval(*n.operands[0], Index::Multi(std::move(in)));
       }
       case Op::kExpand: {
-        std::vector<std::string> in = Multi(idx, n.shape);
+        std::vector<std::string> in = Multi(idx, n);
         const Shape& s = n.operands[0]->shape;
         for (size_t d = 0; d < in.size(); ++d) {
           if (s[d] == 1) in[d] = "0";
@@ -321,9 +503,10 @@ class Emitter {
         return Eval(*n.operands[0], Index::Multi(std::move(in)));
       }
       case Op::kSlice: {
-        std::vector<std::string> in = Multi(idx, n.shape);
+        std::vector<std::string> in = Multi(idx, n);
         for (size_t d = 0; d < in.size(); ++d) {
-          if (n.args[d] != 0) in[d] = absl::StrCat("(", in[d], " + ", Sym(n.args[d]), ")");
+          if (n.args[d] != 0)
+            in[d] = absl::StrCat("(", in[d], " + ", Sym(n.args[d], NodeKey("slice", n, d)), ")");
         }
         return Eval(*n.operands[0], Index::Multi(std::move(in)));
       }
@@ -354,21 +537,23 @@ class Emitter {
   std::string Pad(const Node& n, const Index& idx) {
     const Node& x = *n.operands[0];
     if (ir::NumElements(x.shape) == 0) return Zero(n.dtype);
-    std::vector<std::string> in = Multi(idx, n.shape);
+    std::vector<std::string> in = Multi(idx, n);
     std::vector<std::string> conds;
     for (size_t d = 0; d < in.size(); ++d) {
       if (n.args[d] == 0 && x.shape[d] == n.shape[d]) continue;
       if (x.shape[d] == 1) {
-        conds.push_back(absl::StrCat("(", in[d], " == ", Sym(n.args[d]), ")"));
+        conds.push_back(absl::StrCat("(", in[d], " == ", Sym(n.args[d], NodeKey("pad", n, d)), ")"));
         in[d] = "0";
         continue;
       }
       std::string t = Var();
-      Line(absl::StrCat("const ", idx_, " ", t, " = ", in[d], " - ", Sym(n.args[d]), ";"));
-      conds.push_back(absl::StrCat("(", t, " >= 0 && ", t, " < ", Sym(x.shape[d]), ")"));
+      const std::string lo = Sym(n.args[d], NodeKey("pad", n, d));
+      const std::string size = Sym(x.shape[d], DimKey(&x, d));
+      Line(absl::StrCat("const ", idx_, " ", t, " = ", in[d], " - ", lo, ";"));
+      conds.push_back(absl::StrCat("(", t, " >= 0 && ", t, " < ", size, ")"));
       std::string c = Var();
       Line(absl::StrCat("const ", idx_, " ", c, " = ", t, " < 0 ? 0 : (", t,
-                        " >= ", Sym(x.shape[d]), " ? ", Sym(x.shape[d]), " - 1 : ", t, ");"));
+                        " >= ", size, " ? ", size, " - 1 : ", t, ");"));
       in[d] = c;
     }
     std::string value = Eval(x, Index::Multi(std::move(in)));
@@ -380,12 +565,34 @@ class Emitter {
   const InputMap& inputs_;
   std::string idx_;
   bool bind_offsets_;
+  bool cpu_;
+  bool vec_ = false;
+  std::string broadcast_row_;
+  size_t broadcast_dims_ = 0;
+  std::vector<const char*> helpers_;
+  std::vector<std::string> names_;
   std::string body_;
   std::string indent_ = "  ";
   int next_var_ = 0;
   std::vector<std::string> params_;
   std::vector<KernelArgSpec> args_;
-  absl::flat_hash_map<int64_t, std::string> syms_;
+  using DimRef = std::pair<const Node*, size_t>;
+  DimRef Find(DimRef r) {
+    while (true) {
+      auto it = parent_.find(r);
+      if (it == parent_.end() || it->second == r) return r;
+      r = it->second;
+    }
+  }
+  void Union(DimRef a, DimRef b) {
+    a = Find(a);
+    b = Find(b);
+    if (a != b) parent_[b] = a;
+  }
+
+  absl::flat_hash_map<DimRef, DimRef> parent_;
+  absl::flat_hash_map<std::string, std::string> syms_;
+  absl::flat_hash_map<std::string, int64_t> sym_values_;
   absl::flat_hash_map<std::pair<int, int>, std::string> buffers_;
   absl::flat_hash_map<std::string, std::string> memo_;
   absl::flat_hash_map<std::string, std::vector<std::string>> delin_;
@@ -410,20 +617,59 @@ std::string IndexType(const Node& root, const InputMap& inputs, const Target& ta
   return largest < (int64_t{1} << 31) - 1 ? "int" : "long";
 }
 
+// Whether `x`, reduced over its trailing `reduced_dims` dims, can be evaluated 16 elements at a
+// time in Emitter's vector mode: f32 elementwise ops whose vector forms are plain OpenCL C,
+// reading inputs at x's own linear index, and Expands that only broadcast a per-row value
+// along the reduced dims (softmax's x - max).
+bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
+                    size_t reduced_dims) {
+  if (n.dtype != DType::f32) return false;
+  if (inputs.contains(&n)) return true;
+  switch (n.op) {
+    case Op::kConstant:
+      return true;
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kMaximum:
+    case Op::kMinimum:
+    case Op::kNeg:
+    case Op::kExp:
+    case Op::kSqrt:
+    case Op::kAbs:
+    case Op::kRelu:
+    case Op::kSigmoid:
+    case Op::kReshape:
+      for (const ir::NodePtr& o : n.operands) {
+        if (!VectorFriendly(*o, inputs, x_shape, reduced_dims)) return false;
+      }
+      return true;
+    case Op::kExpand: {
+      if (n.shape != x_shape) return false;
+      const Shape& s = n.operands[0]->shape;
+      const size_t kept = x_shape.size() - reduced_dims;
+      for (size_t d = 0; d < s.size(); ++d) {
+        if (d < kept ? s[d] != x_shape[d] : s[d] != 1) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inputs,
                            const Target& target) {
-  Emitter e(inputs, IndexType(root, inputs, target), target.bind_offsets);
+  Emitter e(inputs, IndexType(root, inputs, target), target);
   const int64_t n = ir::NumElements(root.shape);
+  e.UnifyDims(root);
   std::string out_name = e.Buffer(out, root.dtype, true);
-  std::string preamble = absl::StrCat(
-      "  const idx_t gid = (idx_t)get_global_id(0);\n  if (gid >= ", e.Sym(n), ") return;\n");
   std::string v = e.Eval(root, Index::Linear("gid"));
   e.Line(absl::StrCat(out_name, "[gid] = ", v, ";"));
-  KernelSpec spec = e.Finish("ew", preamble);
-  spec.global = {RoundUp(static_cast<size_t>(n), kLocalSize)};
-  spec.local = {kLocalSize};
+  KernelSpec spec = e.FinishIndexed("ew", n);
   spec.summary = absl::StrCat("elementwise ", ir::NodeString(root));
   return spec;
 }
@@ -439,21 +685,22 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   const int64_t outputs = ir::NumElements(root.shape);
   const int64_t chunk = split > 1 ? (reduced + split - 1) / split : reduced;
 
-  Emitter e(inputs, IndexType(root, inputs, target), target.bind_offsets);
+  Emitter e(inputs, IndexType(root, inputs, target), target);
+  e.UnifyDims(root);
   const DType t = root.dtype;
   std::string out_name = e.Buffer(out, t, true);
-  std::string pre = absl::StrCat("  const idx_t gid = (idx_t)get_global_id(0);\n  if (gid >= ",
-                                 e.Sym(outputs * split), ") return;\n");
   std::string o = "gid";
   if (split > 1) {
-    e.Line(absl::StrCat("const idx_t o = gid / ", e.Sym(split), ";"));
-    e.Line(absl::StrCat("const idx_t r0 = (gid % ", e.Sym(split), ") * ", e.Sym(chunk), ";"));
-    e.Line(absl::StrCat("const idx_t r1 = min(r0 + ", e.Sym(chunk), ", (idx_t)", e.Sym(reduced),
+    e.Line(absl::StrCat("const idx_t o = gid / ", e.Sym(split, "split"), ";"));
+    e.Line(absl::StrCat("const idx_t r0 = (gid % ", e.Sym(split, "split"), ") * ",
+                        e.Sym(chunk, "chunk"), ";"));
+    e.Line(absl::StrCat("const idx_t r1 = min(r0 + ", e.Sym(chunk, "chunk"), ", (idx_t)",
+                        e.Sym(reduced, "reduced"),
                         ");"));
     o = "o";
   } else {
     e.Line("const idx_t r0 = 0;");
-    e.Line(absl::StrCat("const idx_t r1 = ", e.Sym(reduced), ";"));
+    e.Line(absl::StrCat("const idx_t r1 = ", e.Sym(reduced, "reduced"), ";"));
   }
   // Reducing the trailing dims reads one contiguous run per output: a linear index suffices.
   bool trailing = true;
@@ -461,7 +708,7 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
     trailing = trailing && axes[i] == static_cast<int64_t>(x.shape.size() - axes.size() + i);
   }
   std::vector<std::string> kept;
-  if (!trailing) kept = e.Multi(Index::Linear(o), root.shape);
+  if (!trailing) kept = e.Multi(Index::Linear(o), root);
 
   std::string identity;
   std::string combine;
@@ -473,34 +720,63 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
                : t == DType::i64 ? "LONG_MIN"
                                  : "((uchar)0)";
   }
-  e.Line(absl::StrCat(CType(t), " acc = ", identity, ";"));
-  e.Line("for (idx_t r = r0; r < r1; ++r) {");
+  auto combine_line = [&](const std::string& a, const std::string& v) {
+    if (root.op == Op::kSum) return absl::StrCat(a, " += ", v, ";");
+    if (t == DType::f32) return absl::StrCat(a, " = fmax(", a, ", ", v, ");");
+    return absl::StrCat(a, " = max(", a, ", ", v, ");");
+  };
+  // CPU: trailing contiguous rows are read 16 floats at a time into float16 accumulators (PoCL
+  // runs a loop inside a work-item scalar unless it is written with vectors), then the rest
+  // of the row one at a time.
+  const bool vector_rows = target.cpu && trailing && t == DType::f32 && reduced >= 16 &&
+                           VectorFriendly(x, inputs, x.shape, axes.size());
+  if (vector_rows) {
+    e.Line(absl::StrCat("float16 acc16 = (float16)(", identity, ");"));
+    e.Line("idx_t r = r0;");
+    e.Line("for (; r < r1 - 15; r += 16) {");
+    e.Indent();
+    auto vscope = e.SaveScope();
+    e.SetVector(true, o, axes.size());
+    std::string vv = e.Eval(x, Index::Linear(absl::StrCat("(", o, " * ", e.Sym(reduced, "reduced"), " + r)")));
+    e.Line(combine_line("acc16", vv));
+    e.SetVector(false);
+    e.RestoreScope(std::move(vscope));
+    e.Dedent();
+    e.Line("}");
+    if (root.op == Op::kSum) {
+      e.Line("const float8 acc8 = acc16.lo + acc16.hi;");
+      e.Line("const float4 acc4 = acc8.lo + acc8.hi;");
+      e.Line("float acc = (acc4.x + acc4.y) + (acc4.z + acc4.w);");
+    } else {
+      e.Line("const float8 acc8 = fmax(acc16.lo, acc16.hi);");
+      e.Line("const float4 acc4 = fmax(acc8.lo, acc8.hi);");
+      e.Line("float acc = fmax(fmax(acc4.x, acc4.y), fmax(acc4.z, acc4.w));");
+    }
+  } else {
+    e.Line(absl::StrCat(CType(t), " acc = ", identity, ";"));
+  }
+  e.Line(vector_rows ? "for (; r < r1; ++r) {" : "for (idx_t r = r0; r < r1; ++r) {");
   e.Indent();
   auto scope = e.SaveScope();
   Index idx;
   if (trailing) {
-    idx = Index::Linear(reduced == 1 ? o : absl::StrCat("(", o, " * ", e.Sym(reduced), " + r)"));
+    idx = Index::Linear(reduced == 1 ? o
+                                     : absl::StrCat("(", o, " * ", e.Sym(reduced, "reduced"), " + r)"));
   } else {
-    std::vector<std::string> r_dims = e.Multi(Index::Linear("r"), reduced_shape);
+    std::vector<std::string> r_keys;
+    for (int64_t a : axes) r_keys.push_back(e.DimKey(&x, static_cast<size_t>(a)));
+    std::vector<std::string> r_dims = e.Multi(Index::Linear("r"), reduced_shape, r_keys);
     std::vector<std::string> dims = kept;
     for (size_t i = 0; i < axes.size(); ++i) dims[axes[i]] = r_dims[i];
     idx = Index::Multi(std::move(dims));
   }
   std::string v = e.Eval(x, idx);
-  if (root.op == Op::kSum) {
-    e.Line(absl::StrCat("acc += ", v, ";"));
-  } else if (t == DType::f32) {
-    e.Line(absl::StrCat("acc = fmax(acc, ", v, ");"));
-  } else {
-    e.Line(absl::StrCat("acc = max(acc, ", v, ");"));
-  }
+  e.Line(combine_line("acc", v));
   e.RestoreScope(std::move(scope));
   e.Dedent();
   e.Line("}");
   e.Line(absl::StrCat(out_name, "[gid] = acc;"));
-  KernelSpec spec = e.Finish(split > 1 ? "red_part" : "red", pre);
-  spec.global = {RoundUp(static_cast<size_t>(outputs * split), kLocalSize)};
-  spec.local = {kLocalSize};
+  KernelSpec spec = e.FinishIndexed(split > 1 ? "red_part" : "red", outputs * split);
   spec.summary =
       absl::StrCat(split > 1 ? "partial " : "", "reduce ", ir::NodeString(root), " of ",
                    ir::NodeString(x), split > 1 ? absl::StrCat(" in ", split, " parts") : "");
@@ -516,11 +792,13 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
   int64_t batches = 1;
   for (size_t d = 0; d + 2 < r; ++d) batches *= root.shape[d];
 
+  // CPU and f32: 4 x 32 register blocks (matmul_cpu.cl); otherwise 16 x 16 local-memory tiles.
+  const bool blocked = target.cpu && root.dtype == DType::f32;
   KernelSpec spec;
-  spec.name = "matmul";
-  spec.source = std::string(Template("matmul.cl"));
+  spec.name = blocked ? "matmul_cpu" : "matmul";
+  spec.source = std::string(Template(blocked ? "matmul_cpu.cl" : "matmul.cl"));
   const std::string t = CType(root.dtype);
-  spec.options = absl::StrCat("-DT=", t, " -DTS=16");
+  if (!blocked) spec.options = absl::StrCat("-DT=", t, " -DTS=16");
   auto buffer = [](BufferRef ref, bool written) {
     KernelArgSpec s;
     s.kind = KernelArgSpec::Kind::kBuffer;
@@ -559,9 +837,15 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                i64(m),
                i64(n),
                i64(k)};
-  spec.global = {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),
-                 static_cast<size_t>(batches)};
-  spec.local = {16, 16, 1};
+  if (blocked) {
+    spec.global = {RoundUp(static_cast<size_t>(m), 4) / 4, RoundUp(static_cast<size_t>(n), 32) / 32,
+                   static_cast<size_t>(batches)};
+    spec.local = {1, 1, 1};
+  } else {
+    spec.global = {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),
+                   static_cast<size_t>(batches)};
+    spec.local = {16, 16, 1};
+  }
   spec.summary = absl::StrCat("matmul ", ir::NodeString(root), " (K=", k, ")");
   return spec;
 }
@@ -573,6 +857,7 @@ int64_t ArgBytes(const KernelSpec& spec) {
                         (a.kind == KernelArgSpec::Kind::kOffset && !a.wide);
     bytes += narrow ? 4 : 8;
   }
+  if (!spec.tail_name.empty()) bytes += spec.tail_base_wide ? 8 : 4;
   return bytes;
 }
 

@@ -34,6 +34,16 @@ struct KernelSpec {
   std::vector<KernelArgSpec> args;
   std::vector<size_t> global;
   std::vector<size_t> local;  // empty: the runtime chooses
+  // Elementwise and reduction kernels come with a second entry point in the same program,
+  // `tail_name`: the same work behind a bounds check, for the work-items that `global` leaves
+  // out. `global` is then a multiple of `local` and unchecked, which PoCL needs to vectorise
+  // the loop over work-items. The tail takes `args` plus the index it starts at (`tail_base`,
+  // an int or a long as `tail_base_wide` says) and runs over `tail_global` work-items of
+  // `local`; no tail launch when tail_global is 0, no main launch when global is {0}.
+  std::string tail_name;
+  size_t tail_global = 0;
+  int64_t tail_base = 0;
+  bool tail_base_wide = false;
   std::string summary;        // one line for LAZYCL_DEBUG
 };
 

@@ -705,6 +705,8 @@ TEST(OpsTest, MatmulMatchesHost) {
       {{5, 7}, {4, 7, 3}},    {{3, 1, 4, 5}, {2, 5, 6}},  {{2, 1, 4, 5}, {3, 5, 6}},
       {{0, 4}, {4, 3}},       {{3, 0}, {0, 4}},           {{4, 5}, {5, 0}},
       {{2, 0, 3, 5}, {5, 2}}, {{2, 33, 40}, {2, 40, 17}},
+      // Whole register blocks of the CPU kernel (4 x 32) and edges in both directions.
+      {{37, 70}, {70, 67}},   {{2, 8, 16}, {16, 64}},
   };
   Fn fn = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); };
   Fn scale = [](const std::vector<Tensor>& x) {
@@ -725,6 +727,7 @@ TEST(OpsTest, MatmulMatchesHost) {
         Check("matmul", fn, {A({3, 17, 33}, p[0], la), A({3, 33, 18}, p[1], lb)}, ++seed, kArith,
               scale);
         Check("matmul", fn, {A({6, 20}, p[0], la), A({20, 5}, p[1], lb)}, ++seed, kArith, scale);
+        Check("matmul", fn, {A({9, 24}, p[0], la), A({24, 40}, p[1], lb)}, ++seed, kArith, scale);
       }
     }
   }
