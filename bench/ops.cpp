@@ -318,7 +318,7 @@ int Ops(const std::vector<std::string>& argv) {
         for (const Tensor& x : xs) outs.push_back(sum(x));
         for (const Tensor& o : outs) impls.push_back(o.impl().get());
         const auto start = std::chrono::steady_clock::now();
-        Check(frontend::Materialize(impls));
+        Check(frontend::Materialize(impls, /*wait=*/false));
         const double ms = MsSince(start);
         Check(frontend::OpenClDevice(0).Finish());
         return ms;

@@ -293,8 +293,7 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
       }
     }
     if (main) {
-      if (absl::Status s = device.Launch(cached.kernels[k], args, spec.global, spec.local);
-          !s.ok())
+      if (absl::Status s = device.Launch(cached.kernels[k], args, spec.global, spec.local); !s.ok())
         return s;
     }
     if (tail) {
@@ -312,14 +311,17 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
   return absl::OkStatus();
 }
 
-absl::Status Materialize(const std::vector<TensorImpl*>& tensors) {
+absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
   std::map<int, std::vector<TensorImpl*>> by_device;
   for (TensorImpl* t : tensors) {
     if (t->device.is_opencl() && t->node->op != ir::Op::kBuffer)
       by_device[t->device.index()].push_back(t);
   }
   for (auto& [device, group] : by_device) {
-    if (absl::Status s = RunGraph(device, group); !s.ok()) return s;
+    absl::Status status = RunGraph(device, group);
+    // A graph that failed half-way may have launched kernels: drain them too.
+    if (wait || !status.ok()) status.Update(OpenClDevice(device).Finish());
+    if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }

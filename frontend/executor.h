@@ -22,7 +22,13 @@ inline constexpr int64_t kMaxPendingNodes = 512;
 // one's node with a Buffer leaf holding its result. Host tensors and computed tensors are left
 // as they are. A graph that needs the data of a placeholder fails with FailedPrecondition before
 // anything runs, and leaves every tensor untouched.
-absl::Status Materialize(const std::vector<TensorImpl*>& tensors);
+//
+// By default it returns when the device has finished: lazycl never hands control back with work
+// in flight, because work still queued when the process exits makes PoCL compile kernels while
+// LLVM's static objects are being destroyed (a crash), and a read of an empty result would
+// otherwise wait for nothing. `wait = false` only enqueues; the caller must Finish the device
+// (lazycl-bench measures host overhead that way).
+absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait = true);
 
 // The message for reading a placeholder: names the word, the shape, the dtype and the device.
 std::string PlaceholderMessage(const ir::Node& leaf, const Device& device);

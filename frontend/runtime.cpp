@@ -1,6 +1,5 @@
 #include "frontend/runtime.h"
 
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,14 +30,6 @@ std::map<int, backend::Device*>& Devices() {
   return *devices;
 }
 
-// Work still queued at exit would make PoCL compile and run kernels while the process's static
-// objects (LLVM's among them) are being destroyed, which aborts. Draining every queue from an
-// atexit handler, registered after those libraries were loaded, runs first.
-void FinishAllDevices() {
-  std::lock_guard<std::mutex> lock(DevicesMutex());
-  for (auto& [index, device] : Devices()) (void)device->Finish();
-}
-
 }  // namespace
 
 backend::Device& OpenClDevice(int index) {
@@ -54,7 +45,6 @@ backend::Device& OpenClDevice(int index) {
                                                             ": ", device.status().message())));
   }
   backend::Device* raw = device->release();
-  if (devices->empty()) std::atexit(FinishAllDevices);
   (*devices)[index] = raw;
   return *raw;
 }

@@ -329,6 +329,8 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
     ThrowIfError(frontend::Execute(device.index(), **plan, params, outs));
     for (size_t i = 0; i < carry.size(); ++i) carry[i] = outs[i].storage;
   }
+  // Like every entry point, scan returns with the device's work done (see Materialize).
+  ThrowIfError(frontend::OpenClDevice(device.index()).Finish());
 
   ScanResult result;
   for (size_t i = 0; i < carry.size(); ++i) {

@@ -157,13 +157,8 @@ void sync(const std::vector<Tensor>& tensors) {
     frontend::ImplOf(t, "sync");
     impls.push_back(t.impl().get());
   }
+  // Returns when the work is done (Materialize waits), so that it can be timed.
   ThrowIfError(frontend::Materialize(impls));
-  // sync() returns when the work is done, so that it can be timed.
-  absl::flat_hash_set<int> devices;
-  for (const TensorImpl* impl : impls) {
-    if (impl->device.is_opencl()) devices.insert(impl->device.index());
-  }
-  for (int d : devices) ThrowIfError(frontend::OpenClDevice(d).Finish());
 }
 
 }  // namespace lazycl
