@@ -234,7 +234,8 @@ class Emitter {
           if (ir::IsReduce(n->op)) {
             const Node& x = *n->operands[0];
             for (size_t d = 0; d < n->shape.size(); ++d) {
-              if (std::find(n->args.begin(), n->args.end(), static_cast<int64_t>(d)) == n->args.end())
+              if (std::find(n->args.begin(), n->args.end(), static_cast<int64_t>(d)) ==
+                  n->args.end())
                 Union({n, d}, {&x, d});
             }
           } else {
@@ -271,8 +272,9 @@ class Emitter {
     std::string acc;
     for (size_t d = 0; d < shape.size(); ++d) {
       if (shape[d] == 1) continue;
-      acc = acc.empty() ? idx.dims[d]
-                        : absl::StrCat("(", acc, ") * ", Sym(shape[d], keys[d]), " + ", idx.dims[d]);
+      acc = acc.empty()
+                ? idx.dims[d]
+                : absl::StrCat("(", acc, ") * ", Sym(shape[d], keys[d]), " + ", idx.dims[d]);
     }
     if (acc.empty()) return "0";
     std::string key = absl::StrCat("lin|", acc);
@@ -372,9 +374,10 @@ class Emitter {
                     ",\n    const idx_t gid) {\n", body_, "}\n");
     absl::StrAppend(&text, "__kernel void ", name, "(", params, ") {\n  ", name, "_at(", names,
                     ", (idx_t)get_global_id(0));\n}\n");
-    absl::StrAppend(&text, "__kernel void ", name, "_tail(", params,
-                    ",\n    const idx_t base) {\n  const idx_t gid = base + (idx_t)get_global_id(0);\n",
-                    "  if (gid < ", limit, ") ", name, "_at(", names, ", gid);\n}\n");
+    absl::StrAppend(
+        &text, "__kernel void ", name, "_tail(", params,
+        ",\n    const idx_t base) {\n  const idx_t gid = base + (idx_t)get_global_id(0);\n",
+        "  if (gid < ", limit, ") ", name, "_at(", names, ", gid);\n}\n");
     KernelSpec spec;
     spec.name = name;
     spec.tail_name = absl::StrCat(name, "_tail");
@@ -394,14 +397,16 @@ class Emitter {
   std::string EvalUncached(const Node& n, const Index& idx) {
     if (auto it = inputs_.find(&n); it != inputs_.end()) {
       std::string buf = Buffer(it->second, n.dtype, false);
-      if (vec_) return Assign(n.dtype, absl::StrCat("vload16(0, ", buf, " + ", Linear(idx, n), ")"));
+      if (vec_)
+        return Assign(n.dtype, absl::StrCat("vload16(0, ", buf, " + ", Linear(idx, n), ")"));
       return Assign(n.dtype, absl::StrCat(buf, "[", Linear(idx, n), "]"));
     }
     const DType t = n.dtype;
     auto operand = [&](int i) { return Eval(*n.operands[i], idx); };
     if (vec_) {
       // Only what VectorFriendly admits reaches here; the rest is shared with scalar code.
-      if (n.op == Op::kConstant) return Assign(t, absl::StrCat("(float16)(", Literal(n.value, t), ")"));
+      if (n.op == Op::kConstant)
+        return Assign(t, absl::StrCat("(float16)(", Literal(n.value, t), ")"));
       if (n.op == Op::kRelu) return Assign(t, absl::StrCat("fmax(", operand(0), ", 0.0f)"));
       if (n.op == Op::kExpand) {
         vec_ = false;
@@ -443,7 +448,8 @@ class Emitter {
       case Op::kAbs: {
         std::string x = operand(0);
         if (t == DType::f32) return Assign(t, absl::StrCat("fabs(", x, ")"));
-        return Assign(t, absl::StrCat(x, " < ", Zero(t), " ? ", Wrapping(Zero(t), "-", x, t), " : ", x));
+        return Assign(
+            t, absl::StrCat(x, " < ", Zero(t), " ? ", Wrapping(Zero(t), "-", x, t), " : ", x));
       }
       case Op::kSin:
         return Assign(t, absl::StrCat("sin(", operand(0), ")"));
@@ -542,7 +548,8 @@ class Emitter {
     for (size_t d = 0; d < in.size(); ++d) {
       if (n.args[d] == 0 && x.shape[d] == n.shape[d]) continue;
       if (x.shape[d] == 1) {
-        conds.push_back(absl::StrCat("(", in[d], " == ", Sym(n.args[d], NodeKey("pad", n, d)), ")"));
+        conds.push_back(
+            absl::StrCat("(", in[d], " == ", Sym(n.args[d], NodeKey("pad", n, d)), ")"));
         in[d] = "0";
         continue;
       }
@@ -552,8 +559,8 @@ class Emitter {
       Line(absl::StrCat("const ", idx_, " ", t, " = ", in[d], " - ", lo, ";"));
       conds.push_back(absl::StrCat("(", t, " >= 0 && ", t, " < ", size, ")"));
       std::string c = Var();
-      Line(absl::StrCat("const ", idx_, " ", c, " = ", t, " < 0 ? 0 : (", t,
-                        " >= ", size, " ? ", size, " - 1 : ", t, ");"));
+      Line(absl::StrCat("const ", idx_, " ", c, " = ", t, " < 0 ? 0 : (", t, " >= ", size, " ? ",
+                        size, " - 1 : ", t, ");"));
       in[d] = c;
     }
     std::string value = Eval(x, Index::Multi(std::move(in)));
@@ -695,8 +702,7 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
     e.Line(absl::StrCat("const idx_t r0 = (gid % ", e.Sym(split, "split"), ") * ",
                         e.Sym(chunk, "chunk"), ";"));
     e.Line(absl::StrCat("const idx_t r1 = min(r0 + ", e.Sym(chunk, "chunk"), ", (idx_t)",
-                        e.Sym(reduced, "reduced"),
-                        ");"));
+                        e.Sym(reduced, "reduced"), ");"));
     o = "o";
   } else {
     e.Line("const idx_t r0 = 0;");
@@ -737,7 +743,8 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
     e.Indent();
     auto vscope = e.SaveScope();
     e.SetVector(true, o, axes.size());
-    std::string vv = e.Eval(x, Index::Linear(absl::StrCat("(", o, " * ", e.Sym(reduced, "reduced"), " + r)")));
+    std::string vv =
+        e.Eval(x, Index::Linear(absl::StrCat("(", o, " * ", e.Sym(reduced, "reduced"), " + r)")));
     e.Line(combine_line("acc16", vv));
     e.SetVector(false);
     e.RestoreScope(std::move(vscope));
@@ -760,8 +767,8 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   auto scope = e.SaveScope();
   Index idx;
   if (trailing) {
-    idx = Index::Linear(reduced == 1 ? o
-                                     : absl::StrCat("(", o, " * ", e.Sym(reduced, "reduced"), " + r)"));
+    idx = Index::Linear(
+        reduced == 1 ? o : absl::StrCat("(", o, " * ", e.Sym(reduced, "reduced"), " + r)"));
   } else {
     std::vector<std::string> r_keys;
     for (int64_t a : axes) r_keys.push_back(e.DimKey(&x, static_cast<size_t>(a)));

@@ -313,7 +313,7 @@ class Lowering {
         ref = new_temp(bytes);
       }
       refs_[static_cast<int>(r)] = ref;
-      if (bytes == 0) continue;  // nothing to compute
+      if (bytes == 0) continue;                                     // nothing to compute
       if (aliased_outputs.contains(static_cast<int>(r))) continue;  // its root wrote it
 
       std::vector<KernelSpec> specs;

@@ -44,7 +44,7 @@ struct KernelSpec {
   size_t tail_global = 0;
   int64_t tail_base = 0;
   bool tail_base_wide = false;
-  std::string summary;        // one line for LAZYCL_DEBUG
+  std::string summary;  // one line for LAZYCL_DEBUG
 };
 
 struct Plan {

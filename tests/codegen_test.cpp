@@ -28,9 +28,10 @@ float FromBits(uint32_t bits) {
 // with many mantissas (and the length is not a multiple of the local size, so the bounds-checked
 // tail runs too).
 std::vector<float> WideRange() {
-  std::vector<float> xs = {0.0f,  -0.0f, 1.0f,  -1.0f, kInf, -kInf, kNaN, 1e-45f, -1e-45f,
-                           1e-38f, 1.17549435e-38f, 0.625f, -0.625f, 0.6249999f, 0.99999994f,
-                           1.0000001f, 0.70710677f, 0.7071068f, 1.4142135f, 2.0f, 0.5f};
+  std::vector<float> xs = {
+      0.0f,        -0.0f,      1.0f,        -1.0f,           kInf,       -kInf,   kNaN,
+      1e-45f,      -1e-45f,    1e-38f,      1.17549435e-38f, 0.625f,     -0.625f, 0.6249999f,
+      0.99999994f, 1.0000001f, 0.70710677f, 0.7071068f,      1.4142135f, 2.0f,    0.5f};
   for (uint32_t bits = 1; bits < 0x7f800000u; bits += 97 * 1024) {
     xs.push_back(FromBits(bits));
     xs.push_back(-FromBits(bits));
