@@ -12,6 +12,7 @@
 #include "backend/device.h"
 #include "backend/pool_bins.h"
 #include "backend/settings.h"
+#include "backend_test_util.h"
 #include "gtest/gtest.h"
 #include "lazycl/metrics.h"
 
@@ -41,16 +42,7 @@ std::unique_ptr<Device> OpenDevice(std::map<std::string, std::string> env = {}) 
   EXPECT_NE(mkdtemp(dir), nullptr);
   TempDirs().push_back(dir);
   env["LAZYCL_KERNEL_CACHE_DIR"] = dir;
-  absl::StatusOr<Settings> settings =
-      ParseSettings([&env](std::string_view name) -> std::optional<std::string> {
-        auto it = env.find(std::string(name));
-        if (it == env.end()) return std::nullopt;
-        return it->second;
-      });
-  EXPECT_TRUE(settings.ok()) << settings.status();
-  absl::StatusOr<std::unique_ptr<Device>> device = Device::Open(*settings);
-  EXPECT_TRUE(device.ok()) << device.status();
-  return device.ok() ? *std::move(device) : nullptr;
+  return test::OpenDeviceWith(env);
 }
 
 class DeviceBuffersTest : public ::testing::Test {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/settings.h"
+#include "backend_test_util.h"
 #include "gtest/gtest.h"
 #include "lazycl/metrics.h"
 
@@ -33,13 +34,7 @@ class DeviceTest : public ::testing::Test {
     char dir[] = "/tmp/lazycl-device-test-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = new std::string(dir);
-    std::map<std::string, std::string> env = {{"LAZYCL_KERNEL_CACHE_DIR", *dir_}};
-    absl::StatusOr<Settings> settings =
-        ParseSettings([&env](std::string_view name) -> std::optional<std::string> {
-          auto it = env.find(std::string(name));
-          if (it == env.end()) return std::nullopt;
-          return it->second;
-        });
+    absl::StatusOr<Settings> settings = test::SettingsFrom({{"LAZYCL_KERNEL_CACHE_DIR", *dir_}});
     ASSERT_TRUE(settings.ok()) << settings.status();
     absl::StatusOr<std::unique_ptr<Device>> device = Device::Open(*settings);
     ASSERT_TRUE(device.ok()) << device.status();

@@ -9,6 +9,7 @@
 
 #include "backend/device.h"
 #include "backend/settings.h"
+#include "backend_test_util.h"
 #include "gtest/gtest.h"
 #include "lazycl/metrics.h"
 
@@ -37,17 +38,7 @@ class ProgramCacheTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::unique_ptr<Device> Open(std::string cache_dir) {
-    std::map<std::string, std::string> env = {{"LAZYCL_KERNEL_CACHE_DIR", cache_dir}};
-    absl::StatusOr<Settings> settings =
-        ParseSettings([&env](std::string_view name) -> std::optional<std::string> {
-          auto it = env.find(std::string(name));
-          if (it == env.end()) return std::nullopt;
-          return it->second;
-        });
-    EXPECT_TRUE(settings.ok()) << settings.status();
-    absl::StatusOr<std::unique_ptr<Device>> device = Device::Open(*settings);
-    EXPECT_TRUE(device.ok()) << device.status();
-    return device.ok() ? *std::move(device) : nullptr;
+    return test::OpenDeviceWith({{"LAZYCL_KERNEL_CACHE_DIR", cache_dir}});
   }
 
   std::vector<fs::path> CacheFiles() const {

@@ -1,0 +1,37 @@
+#pragma once
+
+// Helpers shared by the backend tests: settings and devices from explicit variables, so the
+// tests never depend on the caller's LAZYCL_* environment.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "backend/device.h"
+#include "backend/settings.h"
+#include "gtest/gtest.h"
+
+namespace lazycl::backend::test {
+
+// The Settings that `env` (variable -> value) gives, as if it were the process environment.
+inline absl::StatusOr<Settings> SettingsFrom(const std::map<std::string, std::string>& env) {
+  return ParseSettings([&env](std::string_view name) -> std::optional<std::string> {
+    auto it = env.find(std::string(name));
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+// A device opened with SettingsFrom(env); nullptr, after a test failure, when it cannot be.
+inline std::unique_ptr<Device> OpenDeviceWith(const std::map<std::string, std::string>& env) {
+  absl::StatusOr<Settings> settings = SettingsFrom(env);
+  EXPECT_TRUE(settings.ok()) << settings.status();
+  if (!settings.ok()) return nullptr;
+  absl::StatusOr<std::unique_ptr<Device>> device = Device::Open(*settings);
+  EXPECT_TRUE(device.ok()) << device.status();
+  return device.ok() ? *std::move(device) : nullptr;
+}
+
+}  // namespace lazycl::backend::test
