@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -53,6 +54,43 @@ void Compute(const Tensor& t) {
   ThrowIfError(Materialize({impl}));
 }
 
+// Where a view's elements lie in its buffer when they are one contiguous run: `leaf` is the
+// Buffer, `offset` the first element. Only reshapes and slices of a buffer that holds data
+// (computed, uploaded, or a written placeholder) qualify; anything else is nullopt.
+struct BufferRange {
+  const ir::Node* leaf;
+  int64_t offset;
+};
+
+std::optional<BufferRange> ReadableRange(const ir::Node& n) {
+  switch (n.op) {
+    case ir::Op::kBuffer:
+      if (!n.storage->manager().IsWritten(n.storage->id())) return std::nullopt;
+      return BufferRange{&n, 0};
+    case ir::Op::kReshape:
+      return ReadableRange(*n.operands[0]);
+    case ir::Op::kSlice: {
+      std::optional<BufferRange> r = ReadableRange(*n.operands[0]);
+      if (!r.has_value()) return std::nullopt;
+      // Row-major contiguous: leading dims of size 1, then one partial dim, then full dims.
+      const ir::Shape& in = n.operands[0]->shape;
+      size_t d = 0;
+      while (d < in.size() && n.shape[d] == 1) ++d;
+      for (size_t e = d + 1; e < in.size(); ++e) {
+        if (n.shape[e] != in[e]) return std::nullopt;
+      }
+      int64_t stride = 1;
+      for (size_t e = in.size(); e-- > 0;) {
+        r->offset += n.args[e] * stride;
+        stride *= in[e];
+      }
+      return r;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace
 
 Tensor FromHostBytes(const void* data, size_t bytes, DType dtype, ir::Shape shape, Device device) {
@@ -68,28 +106,44 @@ Tensor Transfer(const Tensor& t, Device to) {
   const TensorImpl& impl = ImplOf(t, "to");
   if (impl.device == to) return t;
   if (to.is_opencl()) OpenClDevice(to.index());  // a bad index fails here, before any work
-  Compute(t);
-  const ir::Node& leaf = *impl.node;
-  if (leaf.storage->placeholder() && !leaf.storage->manager().IsWritten(leaf.storage->id())) {
-    Throw(absl::FailedPreconditionError(PlaceholderMessage(leaf, impl.device)));
-  }
-  // Host memory is readable in place; a device buffer is read back into host memory first.
-  std::shared_ptr<ir::Storage> host = leaf.storage;
-  if (!impl.device.is_host()) {
-    host = NewStorage(Device::host(), leaf.storage->bytes(), "download");
+  std::shared_ptr<ir::Storage> host;
+  const ir::Node* leaf = impl.node.get();
+  if (auto range = ReadableRange(*leaf); range.has_value() && !impl.device.is_host()) {
+    // A contiguous view of a computed buffer (slice(y, 0, 0, 1).item()) is read in place: no
+    // copy kernel to compile and run, and only its own bytes cross.
+    const size_t bytes =
+        static_cast<size_t>(ir::NumElements(leaf->shape)) * dtype_size(leaf->dtype);
+    host = NewStorage(Device::host(), bytes, "download");
     ThrowIfError(backend::HostMemory().PrepareWrite(host->id()));
-    ThrowIfError(leaf.storage->manager().Download(
-        leaf.storage->id(), backend::HostMemory().Data(host->id()), 0, leaf.storage->bytes()));
+    if (bytes > 0) {
+      ThrowIfError(range->leaf->storage->manager().Download(
+          range->leaf->storage->id(), backend::HostMemory().Data(host->id()),
+          static_cast<size_t>(range->offset) * dtype_size(leaf->dtype), bytes));
+    }
+  } else {
+    Compute(t);
+    leaf = impl.node.get();
+    if (leaf->storage->placeholder() && !leaf->storage->manager().IsWritten(leaf->storage->id())) {
+      Throw(absl::FailedPreconditionError(PlaceholderMessage(*leaf, impl.device)));
+    }
+    // Host memory is readable in place; a device buffer is read back into host memory first.
+    host = leaf->storage;
+    if (!impl.device.is_host()) {
+      host = NewStorage(Device::host(), leaf->storage->bytes(), "download");
+      ThrowIfError(backend::HostMemory().PrepareWrite(host->id()));
+      ThrowIfError(leaf->storage->manager().Download(
+          leaf->storage->id(), backend::HostMemory().Data(host->id()), 0, leaf->storage->bytes()));
+    }
   }
   if (to.is_host()) {
     auto out = std::make_shared<TensorImpl>();
-    out->node = ir::MakeBuffer(host, leaf.dtype, leaf.shape);
+    out->node = ir::MakeBuffer(host, leaf->dtype, leaf->shape);
     out->device = to;
     if (impl.requires_grad) RecordTransfer(*out, t.impl());
     return Tensor(std::move(out));
   }
-  Tensor result = FromHostBytes(backend::HostMemory().Data(host->id()), host->bytes(), leaf.dtype,
-                                leaf.shape, to);
+  Tensor result = FromHostBytes(backend::HostMemory().Data(host->id()), host->bytes(), leaf->dtype,
+                                leaf->shape, to);
   if (impl.requires_grad) RecordTransfer(*result.impl(), t.impl());
   return result;
 }

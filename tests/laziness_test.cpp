@@ -114,6 +114,33 @@ TEST(LazinessTest, ReadingOneResultLeavesOtherPendingTensorsPending) {
   EXPECT_FLOAT_EQ(z.to_vector<float>()[5], 15.0f);
 }
 
+// A contiguous view of a computed tensor (a row, one element, a reshape of a row) is read in
+// place: no copy kernel, and only the view's bytes cross. A view that is not one contiguous run
+// (a column) still runs its copy kernel.
+TEST(LazinessTest, ReadingAContiguousViewOfAComputedTensorRunsNoKernel) {
+  const Device cl = Device::opencl(0);
+  std::vector<float> values(4 * 6 * 5);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  Tensor y = tensor(values, {4, 6, 5}, cl) * 2;
+  sync({y});
+  auto before = Snapshot();
+  EXPECT_FLOAT_EQ(reshape(slice(y, 0, 2, 3), {6, 5}).to_vector<float>()[7], 2.0f * (2 * 30 + 7));
+  EXPECT_FLOAT_EQ(slice(slice(y, 0, 3, 4), 1, 4, 5).to_vector<float>()[2],
+                  2.0f * (3 * 30 + 4 * 5 + 2));
+  EXPECT_EQ(reshape(slice(y, 1, 1, 3), {4, 10}).to_vector<float>().size(), 40u);
+  auto after = Snapshot();
+  // The third view (rows 1..2 of every block) is not contiguous: one kernel.
+  EXPECT_EQ(after.at("KernelLaunches"), before.at("KernelLaunches") + 1);
+  EXPECT_EQ(after.at("TransferFromDeviceBytes"),
+            before.at("TransferFromDeviceBytes") + (30 + 5 + 40) * 4);
+  before = after;
+  EXPECT_FLOAT_EQ(slice(slice(y, 2, 1, 2), 0, 1, 2).to_vector<float>()[3],
+                  2.0f * (1 * 30 + 3 * 5 + 1));  // a column: strided
+  EXPECT_EQ(Snapshot().at("KernelLaunches"), before.at("KernelLaunches") + 1);
+  // Empty views read nothing.
+  EXPECT_TRUE(slice(y, 0, 1, 1).to_vector<float>().empty());
+}
+
 TEST(LazinessTest, HostTensorsAreEagerAndNeverTouchTheDevice) {
   Tensor a = tensor(Iota(50, 1, 0), {50}, Device::host());
   const auto before = Snapshot();
