@@ -1,5 +1,9 @@
 #include "backend/device_buffers.h"
 
+#include <sys/mman.h>
+
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "backend/check.h"
 #include "backend/cl_error.h"
@@ -29,14 +33,43 @@ int64_t EventNanos(const cl::Event& event) {
   return static_cast<int64_t>(end - start);
 }
 
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// A cl::Buffer over host memory of our own, 2 MiB aligned and advised for transparent huge
+// pages; the memory is freed by OpenCL's destructor callback once the cl_mem is really gone
+// (after every command that used it). Returns a null buffer with `*err` set on failure.
+cl::Buffer HugePageBuffer(const cl::Context& context, size_t bytes, cl_int* err) {
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* memory = std::aligned_alloc(kHugePage, rounded);
+  if (memory == nullptr) {
+    *err = CL_MEM_OBJECT_ALLOCATION_FAILURE;
+    return cl::Buffer();
+  }
+  madvise(memory, rounded, MADV_HUGEPAGE);  // advice only: without THP it is plain memory
+  cl::Buffer buffer(context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, memory, err);
+  if (*err != CL_SUCCESS) {
+    std::free(memory);
+    return cl::Buffer();
+  }
+  *err = clSetMemObjectDestructorCallback(
+      buffer(), [](cl_mem, void* p) { std::free(p); }, memory);
+  if (*err != CL_SUCCESS) {
+    // The buffer cannot outlive this frame without a way to free its memory.
+    buffer = cl::Buffer();
+    std::free(memory);
+  }
+  return buffer;
+}
+
 }  // namespace
 
 DeviceBuffers::DeviceBuffers(cl::Context context, cl::CommandQueue queue, int64_t memory_limit,
-                             int64_t max_alloc_bytes)
+                             int64_t max_alloc_bytes, bool host_pages)
     : context_(std::move(context)),
       queue_(std::move(queue)),
       memory_limit_(memory_limit),
-      max_alloc_bytes_(max_alloc_bytes) {}
+      max_alloc_bytes_(max_alloc_bytes),
+      host_pages_(host_pages) {}
 
 DeviceBuffers::~DeviceBuffers() {
   // Buffers still owned by ids die with the manager; the gauges must not keep counting them.
@@ -81,7 +114,9 @@ absl::StatusOr<cl::Buffer> DeviceBuffers::CreateFromDevice(size_t bin_bytes) {
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
     cl_int err = CL_SUCCESS;
-    cl::Buffer buffer(context_, CL_MEM_READ_WRITE, bin_bytes, nullptr, &err);
+    cl::Buffer buffer = host_pages_ && bin_bytes >= kHugePage
+                            ? HugePageBuffer(context_, bin_bytes, &err)
+                            : cl::Buffer(context_, CL_MEM_READ_WRITE, bin_bytes, nullptr, &err);
     if (err == CL_SUCCESS) {
       metrics::Add("DeviceAllocBytes", static_cast<int64_t>(bin_bytes));
       metrics::Add("DeviceAllocCount", 1);

@@ -120,7 +120,9 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const Settings& settings, i
   impl->queue = cl::CommandQueue(impl->context, impl->device, CL_QUEUE_PROFILING_ENABLE, &err);
   if (err != CL_SUCCESS) return ClStatus(err, "clCreateCommandQueue");
   impl->buffers = std::make_unique<DeviceBuffers>(
-      impl->context, impl->queue, settings.device_memory_limit, info.max_alloc_bytes);
+      impl->context, impl->queue, settings.device_memory_limit, info.max_alloc_bytes,
+      info.type == DeviceType::kCpu &&
+          impl->device.getInfo<CL_DEVICE_HOST_UNIFIED_MEMORY>() == CL_TRUE);
   impl->programs = std::make_unique<ProgramCache>(
       impl->context, impl->device,
       ProgramCacheIdentity{info.platform_name, info.device_name, info.driver_version},
