@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -206,6 +207,8 @@ class Emitter {
   }
 
   std::string Var() { return absl::StrCat("v", next_var_++); }
+  // A line at the top of the body (declarations that later blocks assign).
+  void Prepend(absl::string_view s) { body_ = absl::StrCat(indent_, s, "\n", body_); }
   void Line(absl::string_view s) { absl::StrAppend(&body_, indent_, s, "\n"); }
   void Indent() { indent_ += "  "; }
   void Dedent() { indent_.resize(indent_.size() - 2); }
@@ -359,6 +362,12 @@ class Emitter {
 
   bool cpu() const { return cpu_; }
 
+  // From now on `n` evaluates to `value` at every index (a reduction computed earlier in the
+  // kernel, read through a broadcast). Survives scopes.
+  void Bind(const Node& n, std::string value) { bound_[&n] = std::move(value); }
+  // From now on `n` is read from `ref`, which the kernel itself wrote at n's indices.
+  void ReadBack(const Node& n, BufferRef ref) { read_back_[&n] = ref; }
+
   // Vector mode: f32 values are float16, and a linear index i names elements i .. i + 15
   // (VectorFriendly says which expressions can be evaluated this way). `broadcast_row` is the
   // scalar index at which an Expand over the trailing `broadcast_dims` dims is read.
@@ -406,8 +415,12 @@ class Emitter {
 
  private:
   std::string EvalUncached(const Node& n, const Index& idx) {
-    if (auto it = inputs_.find(&n); it != inputs_.end()) {
-      std::string buf = Buffer(it->second, n.dtype, false);
+    if (auto it = bound_.find(&n); it != bound_.end()) return it->second;
+    const auto input = inputs_.find(&n);
+    const auto back = read_back_.find(&n);
+    if (input != inputs_.end() || back != read_back_.end()) {
+      std::string buf = back != read_back_.end() ? Buffer(back->second, n.dtype, true)
+                                                 : Buffer(input->second, n.dtype, false);
       if (vec_)
         return Assign(n.dtype, absl::StrCat("vload16(0, ", buf, " + ", Linear(idx, n), ")"));
       return Assign(n.dtype, absl::StrCat(buf, "[", Linear(idx, n), "]"));
@@ -581,6 +594,8 @@ class Emitter {
   }
 
   const InputMap& inputs_;
+  absl::flat_hash_map<const Node*, std::string> bound_;
+  absl::flat_hash_map<const Node*, BufferRef> read_back_;
   std::string idx_;
   bool bind_offsets_;
   bool cpu_;
@@ -798,6 +813,118 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   spec.summary =
       absl::StrCat(split > 1 ? "partial " : "", "reduce ", ir::NodeString(root), " of ",
                    ir::NodeString(x), split > 1 ? absl::StrCat(" in ", split, " parts") : "");
+  return spec;
+}
+
+// Whether `n`'s value is computed from `x` (inputs are not followed).
+bool Uses(const Node& n, const Node& x, const InputMap& inputs) {
+  if (&n == &x) return true;
+  if (inputs.contains(&n)) return false;
+  for (const ir::NodePtr& o : n.operands) {
+    if (Uses(*o, x, inputs)) return true;
+  }
+  return false;
+}
+
+KernelSpec EmitRowKernel(const Node& root, BufferRef out, const std::vector<const Node*>& reduces,
+                         const InputMap& inputs, const Target& target) {
+  LAZYCL_CHECK(!reduces.empty(), "EmitRowKernel without reductions");
+  const size_t reduced_dims = reduces[0]->args.size();
+  int64_t row = 1;
+  for (size_t d = root.shape.size() - reduced_dims; d < root.shape.size(); ++d)
+    row *= root.shape[d];
+  const int64_t rows = ir::NumElements(root.shape) / std::max<int64_t>(row, 1);
+
+  Emitter e(inputs, IndexType(root, inputs, target), target);
+  e.UnifyDims(root);
+  std::string out_name = e.Buffer(out, root.dtype, true);
+  // Every loop below walks the trailing dims of one row; the row's elements are contiguous.
+  const std::string n = e.Sym(row, "row");
+  const std::string base = absl::StrCat("(gid * ", n, " + r)");
+  auto vector_loop = [&](const Node& x, const std::function<void(const std::string&)>& body) {
+    e.Line("idx_t r = 0;");
+    if (!VectorFriendly(x, inputs, root.shape, reduced_dims)) return;
+    e.Line(absl::StrCat("for (; r < ", n, " - 15; r += 16) {"));
+    e.Indent();
+    auto scope = e.SaveScope();
+    e.SetVector(true, "gid", reduced_dims);
+    body(e.Eval(x, Index::Linear(base)));
+    e.SetVector(false);
+    e.RestoreScope(std::move(scope));
+    e.Dedent();
+    e.Line("}");
+  };
+  auto scalar_loop = [&](const Node& x, const std::function<void(const std::string&)>& body) {
+    e.Line(absl::StrCat("for (; r < ", n, "; ++r) {"));
+    e.Indent();
+    auto scope = e.SaveScope();
+    body(e.Eval(x, Index::Linear(base)));
+    e.RestoreScope(std::move(scope));
+    e.Dedent();
+    e.Line("}");
+  };
+  // The last reduction's operand, when root uses it too and it costs more than a load (softmax:
+  // exp(x - max)), is stored into root's row as it is reduced and read back from there
+  // (in cache) instead of being computed again.
+  const Node& last = *reduces.back()->operands[0];
+  const bool store_last = !inputs.contains(&last) && !ir::IsLeaf(last.op) &&
+                          last.dtype == root.dtype && Uses(root, last, inputs);
+  for (size_t j = 0; j < reduces.size(); ++j) {
+    const Node& red = *reduces[j];
+    const Node& x = *red.operands[0];
+    const bool sum = red.op == Op::kSum;
+    const bool store = store_last && j + 1 == reduces.size();
+    const std::string acc = absl::StrCat("acc", j);
+    e.Line("{");
+    e.Indent();
+    e.Line(absl::StrCat("float16 ", acc, "v = (float16)(", sum ? "0.0f" : "NAN", ");"));
+    vector_loop(x, [&](const std::string& v) {
+      if (store) e.Line(absl::StrCat("vstore16(", v, ", 0, ", out_name, " + ", base, ");"));
+      e.Line(sum ? absl::StrCat(acc, "v += ", v, ";")
+                 : absl::StrCat(acc, "v = fmax(", acc, "v, ", v, ");"));
+    });
+    const char* f = sum ? "" : "fmax";
+    auto fold = [&](const std::string& a, const std::string& b) {
+      return sum ? absl::StrCat("(", a, " + ", b, ")") : absl::StrCat(f, "(", a, ", ", b, ")");
+    };
+    e.Line(absl::StrCat("const float8 ", acc, "h = ", fold(acc + "v.lo", acc + "v.hi"), ";"));
+    e.Line(absl::StrCat("const float4 ", acc, "q = ", fold(acc + "h.lo", acc + "h.hi"), ";"));
+    e.Line(absl::StrCat("float ", acc, " = ",
+                        fold(fold(acc + "q.x", acc + "q.y"), fold(acc + "q.z", acc + "q.w")), ";"));
+    scalar_loop(x, [&](const std::string& v) {
+      if (store) e.Line(absl::StrCat(out_name, "[", base, "] = ", v, ";"));
+      e.Line(sum ? absl::StrCat(acc, " += ", v, ";")
+                 : absl::StrCat(acc, " = fmax(", acc, ", ", v, ");"));
+    });
+    e.Line(absl::StrCat("red", j, " = ", acc, ";"));
+    e.Dedent();
+    e.Line("}");
+    e.Bind(red, absl::StrCat("red", j));
+    if (store) e.ReadBack(x, out);
+  }
+  e.Line("{");
+  e.Indent();
+  vector_loop(root, [&](const std::string& v) {
+    e.Line(absl::StrCat("vstore16(", v, ", 0, ", out_name, " + ", base, ");"));
+  });
+  scalar_loop(root, [&](const std::string& v) {
+    e.Line(absl::StrCat(out_name, "[", base, "] = ", v, ";"));
+  });
+  e.Dedent();
+  e.Line("}");
+  e.Prepend(absl::StrCat(
+      "float ",
+      [&] {
+        std::vector<std::string> names;
+        for (size_t j = 0; j < reduces.size(); ++j) names.push_back(absl::StrCat("red", j));
+        return absl::StrJoin(names, ", ");
+      }(),
+      ";"));
+  KernelSpec spec = e.FinishIndexed("row", rows);
+  std::vector<std::string> what;
+  for (const Node* r : reduces) what.push_back(ir::NodeString(*r));
+  spec.summary = absl::StrCat("row kernel ", ir::NodeString(root), " with ",
+                              absl::StrJoin(what, ", "), " (one work-item per row)");
   return spec;
 }
 

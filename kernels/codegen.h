@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "frontend/ir.h"
@@ -25,6 +26,14 @@ KernelSpec EmitElementwise(const ir::Node& root, BufferRef out, const InputMap& 
 // for a second reduction.
 KernelSpec EmitReduce(const ir::Node& root, BufferRef out, const InputMap& inputs, int64_t split,
                       const Target& target);
+
+// CPU: one work-item per row of `root` (elementwise, f32), where a row is the trailing dims
+// that `reduces` reduce. Each reduction (Sum or Max over those dims of an operand of root's
+// shape, in dependency order) is computed over the row first and read by later ones and by
+// root through broadcasts; then root's row is computed and stored. Softmax in one kernel.
+KernelSpec EmitRowKernel(const ir::Node& root, BufferRef out,
+                         const std::vector<const ir::Node*>& reduces, const InputMap& inputs,
+                         const Target& target);
 
 // Where a matmul operand lives: a buffer read at offset + sum(index * stride), with the batch
 // dims folded into one stride.

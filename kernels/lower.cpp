@@ -62,6 +62,10 @@ class Lowering {
     }
     MaterializeSharedExpensiveNodes();
     MaterializeDeepChains();
+    if (target_.cpu) {
+      FuseRowReductions();
+      MaterializeDeepChains();
+    }
     // Emit; while some kernel's arguments do not fit, materialize part of it and emit again.
     for (int attempt = 0;; ++attempt) {
       Plan plan;
@@ -120,6 +124,88 @@ class Lowering {
         }
       }
     }
+  }
+
+  // CPU: a reduction over the trailing dims of a value shaped like an elementwise root, read
+  // only through broadcasts back into that root's kernel, is computed inside that kernel, one
+  // work-item per row (EmitRowKernel): softmax's max, sum of exp and normalisation become one
+  // pass over memory instead of three kernels. Nested reductions (the sum reads the max) are
+  // taken in as they become reachable. Rows must be long enough for vectors and many enough
+  // to spread over the device.
+  void FuseRowReductions() {
+    absl::flat_hash_set<int> outputs(g_.outputs.begin(), g_.outputs.end());
+    for (size_t o = 0; o < g_.nodes.size(); ++o) {
+      const Node& root = *g_.nodes[o];
+      if (!root_[o] || !ir::IsElementwise(root.op) || root.dtype != DType::f32) continue;
+      size_t reduced_dims = 0;
+      bool changed = true;
+      while (changed) {
+        changed = false;
+        for (int j : Region(static_cast<int>(o))) {
+          for (const ir::NodePtr& operand : g_.nodes[j]->operands) {
+            const int r = index_.at(operand.get());
+            if (!root_[r] || outputs.contains(r) || !RowReduction(*operand, root, &reduced_dims))
+              continue;
+            root_[r] = false;  // tentatively part of o's kernel
+            if (OnlyReadBy(r, static_cast<int>(o))) {
+              changed = true;
+            } else {
+              root_[r] = true;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Whether `red` reduces trailing dims of a value shaped like `root`, all rows reducing the
+  // same number of dims (`*reduced_dims`, 0 until the first), with rows worth a row kernel.
+  static bool RowReduction(const Node& red, const Node& root, size_t* reduced_dims) {
+    if ((red.op != Op::kSum && red.op != Op::kMax) || red.dtype != DType::f32) return false;
+    const Node& x = *red.operands[0];
+    if (x.shape != root.shape) return false;
+    const size_t k = red.args.size();
+    if (*reduced_dims != 0 && k != *reduced_dims) return false;
+    for (size_t i = 0; i < k; ++i) {
+      if (red.args[i] != static_cast<int64_t>(x.shape.size() - k + i)) return false;
+    }
+    int64_t row = 1;
+    for (size_t d = x.shape.size() - k; d < x.shape.size(); ++d) row *= x.shape[d];
+    const int64_t rows = ir::NumElements(x.shape) / std::max<int64_t>(row, 1);
+    if (row < 16 || rows < 16) return false;
+    *reduced_dims = k;
+    return true;
+  }
+
+  // Whether node `r` is read only inside root `o`'s kernel, and there only as a per-row value:
+  // through elementwise ops of r's own shape (log of a sum, a mean) and then Expands back to
+  // o's shape (broadcast along the row).
+  bool OnlyReadBy(int r, int o) const {
+    for (size_t k = 0; k < g_.nodes.size(); ++k) {
+      if (!root_[k] || static_cast<int>(k) == o) continue;
+      for (int i : Region(static_cast<int>(k))) {
+        if (i == r) return false;
+      }
+    }
+    const std::vector<int> region = Region(o);
+    const Shape& row_shape = g_.nodes[r]->shape;
+    std::vector<const Node*> per_row = {g_.nodes[r]};
+    absl::flat_hash_set<const Node*> seen;
+    while (!per_row.empty()) {
+      const Node* v = per_row.back();
+      per_row.pop_back();
+      if (!seen.insert(v).second) continue;
+      for (int i : region) {
+        const Node& user = *g_.nodes[i];
+        if (std::none_of(user.operands.begin(), user.operands.end(),
+                         [&](const ir::NodePtr& p) { return p.get() == v; }))
+          continue;
+        if (user.op == Op::kExpand && user.shape == g_.nodes[o]->shape) continue;
+        if (!ir::IsElementwise(user.op) || user.shape != row_shape) return false;
+        per_row.push_back(&user);
+      }
+    }
+    return true;
   }
 
   // Cuts fused chains deeper than kMaxFusedDepth by materializing the node at the limit.
@@ -335,7 +421,18 @@ class Lowering {
           specs.push_back(EmitReduce(*stage2, ref, InputMap{{leaf.get(), partials}}, 1, target_));
         }
       } else {
-        specs.push_back(EmitElementwise(root, ref, Inputs(static_cast<int>(r)), target_));
+        // Reductions left inside an elementwise kernel were taken in by FuseRowReductions.
+        std::vector<int> region = Region(static_cast<int>(r));
+        std::sort(region.begin(), region.end());
+        std::vector<const Node*> reduces;
+        for (int i : region) {
+          if (ir::IsReduce(g_.nodes[i]->op)) reduces.push_back(g_.nodes[i]);
+        }
+        if (reduces.empty()) {
+          specs.push_back(EmitElementwise(root, ref, Inputs(static_cast<int>(r)), target_));
+        } else {
+          specs.push_back(EmitRowKernel(root, ref, reduces, Inputs(static_cast<int>(r)), target_));
+        }
       }
       for (KernelSpec& spec : specs) {
         if (ArgBytes(spec) > target_.max_param_bytes - kArgBytesMargin && *too_big < 0) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -140,6 +142,56 @@ TEST(FusionTest, BroadcastCastWhereChainIsOneKernel) {
       const float want = fv > rowv[j] ? fv * 2 : rowv[j] - fv;
       EXPECT_FLOAT_EQ(got[i * 5 + j], want) << i << "," << j;
     }
+  }
+}
+
+// Whether the CPU kernel strategies run (PoCL, unless LAZYCL_CODEGEN=gpu forces the GPU ones).
+// The suite runs on PoCL; on a real GPU the expectations that use this would not hold.
+bool CpuStrategy() {
+  const char* codegen = std::getenv("LAZYCL_CODEGEN");
+  return codegen == nullptr || std::string(codegen) != "gpu";
+}
+
+// On the CPU strategy softmax over long rows is one kernel: a work-item per row takes the max,
+// the sum of exp (storing exp into the output) and the normalisation (EmitRowKernel); the GPU
+// strategy keeps a kernel per reduction.
+TEST(FusionTest, SoftmaxOverLongRowsIsOneKernelOnCpu) {
+  const std::vector<float> xv = Values(64 * 300, 0.05f, -2.0f);
+  Tensor x = tensor(xv, {64, 300}, kCl);
+  Tensor y = softmax(x, -1);
+  const int64_t kernels = KernelsFor(y);
+  if (CpuStrategy()) {
+    EXPECT_EQ(kernels, 1);
+  } else {
+    EXPECT_LE(kernels, 4);
+  }
+  const std::vector<float> got = y.to_vector<float>();
+  for (int r = 0; r < 64; ++r) {
+    const float* row = &xv[r * 300];
+    const float m = *std::max_element(row, row + 300);
+    double total = 0;
+    for (int j = 0; j < 300; ++j) total += std::exp(row[j] - m);
+    for (int j = 0; j < 300; ++j)
+      EXPECT_NEAR(got[r * 300 + j], std::exp(row[j] - m) / total, 1e-6) << r << "," << j;
+  }
+}
+
+// A reduction that is also an output (or read by another kernel) stays a kernel of its own;
+// the values agree either way.
+TEST(FusionTest, RowReductionThatIsAlsoAnOutputStaysItsOwnKernel) {
+  const std::vector<float> xv = Values(32 * 64, 0.1f, -3.0f);
+  Tensor x = tensor(xv, {32, 64}, kCl);
+  Tensor m = max(x, {1}, true);
+  Tensor shifted = x - m;
+  const int64_t before = metrics::counter("KernelLaunches");
+  sync({m, shifted});
+  EXPECT_EQ(metrics::counter("KernelLaunches") - before, 2);
+  const std::vector<float> got_m = m.to_vector<float>();
+  const std::vector<float> got = shifted.to_vector<float>();
+  for (int r = 0; r < 32; ++r) {
+    const float want_m = *std::max_element(&xv[r * 64], &xv[r * 64] + 64);
+    EXPECT_EQ(got_m[r], want_m);
+    for (int j = 0; j < 64; ++j) EXPECT_EQ(got[r * 64 + j], xv[r * 64 + j] - want_m);
   }
 }
 

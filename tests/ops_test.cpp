@@ -896,6 +896,33 @@ TEST(OpsTest, SoftmaxMatchesHost) {
   }
 }
 
+// Rows long and many enough for the CPU row kernel (one work-item per row computing the
+// reductions and the result: kernels/codegen.h, EmitRowKernel): rows of 16 (vectors only), 37
+// and 40 (vectors and a scalar tail), non-contiguous inputs, nested reductions (layer norm:
+// the variance reads the mean) and a fused expression before the reductions. Under
+// LAZYCL_CODEGEN=gpu the same checks run the separate reduction kernels.
+TEST(OpsTest, RowKernelsMatchHost) {
+  uint64_t seed = 20000;
+  const Fn softmax_last = [](const std::vector<Tensor>& x) { return softmax(x[0], -1); };
+  const Fn log_softmax_last = [](const std::vector<Tensor>& x) { return log_softmax(x[0], -1); };
+  const Fn scaled = [](const std::vector<Tensor>& x) { return softmax(tanh(x[0]) * 30.0, -1); };
+  const Fn layer_norm = [](const std::vector<Tensor>& x) {
+    const int64_t n = x[0].shape().back();
+    Tensor mean = sum(x[0], {-1}, true) / static_cast<double>(n);
+    Tensor centred = x[0] - mean;
+    Tensor var = sum(centred * centred, {-1}, true) / static_cast<double>(n);
+    return centred / sqrt(var + 1e-5);
+  };
+  const Fn max_shift = [](const std::vector<Tensor>& x) { return x[0] - max(x[0], {-1}, true); };
+  for (const Fn* fn : {&softmax_last, &log_softmax_last, &scaled, &layer_norm, &max_shift}) {
+    for (const Shape& shape : {Shape{16, 16}, Shape{20, 37}, Shape{17, 3, 40}}) {
+      Check("row kernel", *fn, {F(shape)}, ++seed, kTranscendental);
+    }
+    for (Layout l : kNonContiguous)
+      Check("row kernel", *fn, {F({24, 37}, l)}, ++seed, kTranscendental);
+  }
+}
+
 // Constants out of an integer dtype's range saturate like a cast from double (host_eval.h).
 TEST(OpsTest, OutOfRangeIntegerConstantsSaturate) {
   for (DType t : {DType::i32, DType::i64}) {
