@@ -30,11 +30,12 @@ constexpr int64_t kTailOnlyBelow = int64_t{1} << 16;
 // floats against exp's ~5 ms) and do not vectorise with the work-item loop. Straight-line
 // selects only, so the loop over work-items stays vectorisable.
 // lc_tanh: a rational x * P(x^2) / Q(x^2) of degrees 13 / 6, fitted by us to tanh on [0, 9]
-//   (minimax relative error, Cheney-Loeb differential correction polished by an L^p fit with p up
-//   to 128; 1.34e-7 in exact arithmetic), x clamped to [-9, 9] where tanh rounds to +-1 in f32.
-//   One division and no exp: PoCL's exp cost W1 as much as its memory traffic. Max relative
-//   error in f32 3.32 * 2^-23 over every float (host emulation); the device bound 4 * 2^-23 is
-//   enforced by tests/codegen_test.cpp. -0 stays -0, NaN stays NaN, +-inf gives +-1.
+//   (scripts/fit_tanh.py: minimax relative error, Cheney-Loeb differential correction polished
+//   by an L^p fit with p up to 128; 1.34e-7 in exact arithmetic), x clamped to [-9, 9] where tanh
+//   rounds to +-1 in f32. One division and no exp: PoCL's exp cost W1 as much as its memory
+//   traffic. Max relative error in f32 3.32 * 2^-23 over every float (host emulation); the device
+//   bound 4 * 2^-23 is enforced by tests/codegen_test.cpp. -0 stays -0, NaN stays NaN, +-inf gives
+//   +-1.
 // lc_log: Cephes logf (x = m * 2^e, m in [sqrt(1/2), sqrt(2)), a degree-9 polynomial in m - 1);
 //   subnormals are scaled by 2^23 first; 0 -> -inf, negative -> NaN, inf -> inf, NaN -> NaN.
 constexpr const char* kTanhHelper = R"CL(static inline float lc_tanh(float x) {
@@ -54,6 +55,51 @@ constexpr const char* kTanhHelper = R"CL(static inline float lc_tanh(float x) {
   return isnan(x) ? x : p * c / q;
 }
 )CL";
+// lc_exp, lc_exp16: Cephes expf (n = round(x / ln 2) by the 1.5 * 2^23 trick, r = x - n ln 2
+//   in two parts, a degree-7 polynomial), then 2^n applied as two exact power-of-two factors so
+//   that subnormal results are rounded once and overflow gives inf. x is clamped to
+//   [-110, 89] (beyond: 0 and inf); NaN stays NaN. Branch-free, so PoCL vectorises it; its
+//   builtin exp cost softmax's exp pass more than its memory traffic (softmax 8.7 -> 4.7 ms).
+//   Max relative error measured 0.65 * 2^-23 (normal results; subnormal ones within 2^-149),
+//   bound 2^-23 enforced by tests/codegen_test.cpp.
+#define LAZYCL_EXP_HELPER(NAME, T, I, AS_T, AS_I)                  \
+  "static inline " #T " " #NAME "(" #T                             \
+  " x) {\n"                                                        \
+  "  const " #T                                                    \
+  " t = fmin(fmax(x, -110.0f), 89.0f);\n"                          \
+  "  const " #T " k = fma(t, (" #T ")(1.44269504088896341f), (" #T \
+  ")(12582912.0f));\n"                                             \
+  "  const " #T                                                    \
+  " n = k - 12582912.0f;\n"                                        \
+  "  " #T " r = fma(n, (" #T                                       \
+  ")(-0.693359375f), t);\n"                                        \
+  "  r = fma(n, (" #T                                              \
+  ")(2.12194440e-4f), r);\n"                                       \
+  "  " #T " p = (" #T                                              \
+  ")(1.9875691500e-4f);\n"                                         \
+  "  p = fma(p, r, (" #T                                           \
+  ")(1.3981999507e-3f));\n"                                        \
+  "  p = fma(p, r, (" #T                                           \
+  ")(8.3334519073e-3f));\n"                                        \
+  "  p = fma(p, r, (" #T                                           \
+  ")(4.1665795894e-2f));\n"                                        \
+  "  p = fma(p, r, (" #T                                           \
+  ")(1.6666665459e-1f));\n"                                        \
+  "  p = fma(p, r, (" #T                                           \
+  ")(5.0000001201e-1f));\n"                                        \
+  "  p = fma(p, r * r, r) + 1.0f;\n"                               \
+  "  const " #I " ni = " #AS_I                                     \
+  "(k) - 0x4B400000;\n"                                            \
+  "  const " #I                                                    \
+  " n1 = ni >> 1;\n"                                               \
+  "  const " #T " y = p * " #AS_T "((n1 + 127) << 23) * " #AS_T    \
+  "((ni - n1 + 127) << 23);\n"                                     \
+  "  return select(y, x, isnan(x));\n"                             \
+  "}\n"
+constexpr const char* kExpHelper = LAZYCL_EXP_HELPER(lc_exp, float, int, as_float, as_int);
+constexpr const char* kExp16Helper =
+    LAZYCL_EXP_HELPER(lc_exp16, float16, int16, as_float16, as_int16);
+#undef LAZYCL_EXP_HELPER
 constexpr const char* kLogHelper = R"CL(static inline float lc_log(float x) {
   const int sub = x < 1.17549435e-38f;
   const float xs = sub ? x * 8388608.0f : x;
@@ -448,7 +494,7 @@ class Emitter {
         if (IsInt(t)) return Assign(t, Wrapping(Zero(t), "-", operand(0), t));
         return Assign(t, absl::StrCat("-", operand(0)));
       case Op::kExp:
-        return Assign(t, absl::StrCat("exp(", operand(0), ")"));
+        return Assign(t, absl::StrCat(Exp(), "(", operand(0), ")"));
       case Op::kLog:
         if (cpu_) {
           UseHelper(kLogHelper);
@@ -464,7 +510,7 @@ class Emitter {
         }
         return Assign(t, absl::StrCat("tanh(", operand(0), ")"));
       case Op::kSigmoid:
-        return Assign(t, absl::StrCat("1.0f / (1.0f + exp(-", operand(0), "))"));
+        return Assign(t, absl::StrCat("1.0f / (1.0f + ", Exp(), "(-", operand(0), "))"));
       case Op::kRelu: {
         std::string x = operand(0);
         return Assign(t, absl::StrCat(x, " > ", Zero(t), " ? ", x, " : ", Zero(t)));
@@ -546,6 +592,13 @@ class Emitter {
         LAZYCL_CHECK(false, "codegen: %s reached inside a fused kernel", ir::OpName(n.op));
     }
     return "";
+  }
+
+  // The exp to call: the builtin on GPUs, ours on CPUs (in vector mode, its float16 form).
+  const char* Exp() {
+    if (!cpu_) return "exp";
+    UseHelper(vec_ ? kExp16Helper : kExpHelper);
+    return vec_ ? "lc_exp16" : "lc_exp";
   }
 
   std::string Compare(const Node& n, const Index& idx, const char* op) {
