@@ -478,6 +478,15 @@ class Emitter {
       if (n.op == Op::kConstant)
         return Assign(t, absl::StrCat("(float16)(", Literal(n.value, t), ")"));
       if (n.op == Op::kRelu) return Assign(t, absl::StrCat("fmax(", operand(0), ", 0.0f)"));
+      if (n.op == Op::kDiv && n.operands[1]->op == Op::kExpand) {
+        // Division by a per-row value (softmax's sum): one reciprocal per row and a multiply
+        // per element; a vector divide costs ~10x a multiply. Within 1 ulp of the division.
+        std::string a = operand(0);
+        vec_ = false;
+        std::string row = Eval(*n.operands[1]->operands[0], Index::Linear(broadcast_row_));
+        vec_ = true;
+        return Assign(t, absl::StrCat(a, " * (1.0f / ", row, ")"));
+      }
       if (n.op == Op::kExpand) {
         vec_ = false;
         std::string row = Eval(*n.operands[0], Index::Linear(broadcast_row_));
@@ -894,18 +903,28 @@ KernelSpec EmitRowKernel(const Node& root, BufferRef out, const std::vector<cons
   // Every loop below walks the trailing dims of one row; the row's elements are contiguous.
   const std::string n = e.Sym(row, "row");
   const std::string base = absl::StrCat("(gid * ", n, " + r)");
-  auto vector_loop = [&](const Node& x, const std::function<void(const std::string&)>& body) {
+  // Vector loops over the row, 16 elements a step; with `unroll` > 1 first `unroll` vectors a
+  // step (independent accumulators hide the latency of fmax and add), then one. `body` gets
+  // the value, its index and which of the unrolled vectors it is.
+  using VectorBody = std::function<void(const std::string&, const std::string&, int)>;
+  auto vector_loop = [&](const Node& x, int unroll, const VectorBody& body) {
     e.Line("idx_t r = 0;");
     if (!VectorFriendly(x, inputs, root.shape, reduced_dims)) return;
-    e.Line(absl::StrCat("for (; r < ", n, " - 15; r += 16) {"));
-    e.Indent();
-    auto scope = e.SaveScope();
-    e.SetVector(true, "gid", reduced_dims);
-    body(e.Eval(x, Index::Linear(base)));
-    e.SetVector(false);
-    e.RestoreScope(std::move(scope));
-    e.Dedent();
-    e.Line("}");
+    for (int u : {unroll, 1}) {
+      e.Line(absl::StrCat("for (; r < ", n, " - ", 16 * u - 1, "; r += ", 16 * u, ") {"));
+      e.Indent();
+      auto scope = e.SaveScope();
+      e.SetVector(true, "gid", reduced_dims);
+      for (int k = 0; k < u; ++k) {
+        const std::string at = k == 0 ? base : absl::StrCat("(gid * ", n, " + r + ", 16 * k, ")");
+        body(e.Eval(x, Index::Linear(at)), at, k);
+      }
+      e.SetVector(false);
+      e.RestoreScope(std::move(scope));
+      e.Dedent();
+      e.Line("}");
+      if (unroll == 1) break;
+    }
   };
   auto scalar_loop = [&](const Node& x, const std::function<void(const std::string&)>& body) {
     e.Line(absl::StrCat("for (; r < ", n, "; ++r) {"));
@@ -931,11 +950,14 @@ KernelSpec EmitRowKernel(const Node& root, BufferRef out, const std::vector<cons
     e.Line("{");
     e.Indent();
     e.Line(absl::StrCat("float16 ", acc, "v = (float16)(", sum ? "0.0f" : "NAN", ");"));
-    vector_loop(x, [&](const std::string& v) {
-      if (store) e.Line(absl::StrCat("vstore16(", v, ", 0, ", out_name, " + ", base, ");"));
-      e.Line(sum ? absl::StrCat(acc, "v += ", v, ";")
-                 : absl::StrCat(acc, "v = fmax(", acc, "v, ", v, ");"));
+    e.Line(absl::StrCat("float16 ", acc, "w = ", acc, "v;"));
+    vector_loop(x, 2, [&](const std::string& v, const std::string& at, int k) {
+      if (store) e.Line(absl::StrCat("vstore16(", v, ", 0, ", out_name, " + ", at, ");"));
+      const std::string a = absl::StrCat(acc, k == 0 ? "v" : "w");
+      e.Line(sum ? absl::StrCat(a, " += ", v, ";") : absl::StrCat(a, " = fmax(", a, ", ", v, ");"));
     });
+    e.Line(sum ? absl::StrCat(acc, "v += ", acc, "w;")
+               : absl::StrCat(acc, "v = fmax(", acc, "v, ", acc, "w);"));
     const char* f = sum ? "" : "fmax";
     auto fold = [&](const std::string& a, const std::string& b) {
       return sum ? absl::StrCat("(", a, " + ", b, ")") : absl::StrCat(f, "(", a, ", ", b, ")");
@@ -957,8 +979,8 @@ KernelSpec EmitRowKernel(const Node& root, BufferRef out, const std::vector<cons
   }
   e.Line("{");
   e.Indent();
-  vector_loop(root, [&](const std::string& v) {
-    e.Line(absl::StrCat("vstore16(", v, ", 0, ", out_name, " + ", base, ");"));
+  vector_loop(root, 1, [&](const std::string& v, const std::string& at, int) {
+    e.Line(absl::StrCat("vstore16(", v, ", 0, ", out_name, " + ", at, ");"));
   });
   scalar_loop(root, [&](const std::string& v) {
     e.Line(absl::StrCat(out_name, "[", base, "] = ", v, ";"));
