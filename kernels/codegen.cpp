@@ -22,6 +22,8 @@ using ir::Op;
 using ir::Shape;
 
 constexpr size_t kLocalSize = 64;
+// Work-group size of the GPU strategy's tree reductions (one that every GPU we know of takes).
+constexpr size_t kGroupSize = 128;
 // Below this many work-items the guarded tail entry point runs alone: one launch instead of
 // two, where the unchecked main kernel would save less than a launch costs.
 constexpr int64_t kTailOnlyBelow = int64_t{1} << 16;
@@ -459,6 +461,29 @@ class Emitter {
     return spec;
   }
 
+  // The body, written for the group index `gid` and the lane `lane` (get_local_id) of
+  // work-groups of `local` items, becomes the kernel itself, launched as `groups` groups: the
+  // body may use barriers and __local memory. No tail: every group is whole.
+  KernelSpec FinishGroups(absl::string_view prefix, int64_t groups, size_t local) {
+    const std::string params = absl::StrJoin(params_, ",\n    ");
+    std::string text = absl::StrJoin(helpers_, "");
+    const std::string hash_input = absl::StrCat(idx_, text, params, "|groups ", local, "|", body_);
+    const std::string name =
+        absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
+    absl::StrAppend(&text, "__kernel __attribute__((reqd_work_group_size(", local,
+                    ", 1, 1))) void ", name, "(", params,
+                    ") {\n  const idx_t gid = get_group_id(0);\n"
+                    "  const int lane = (int)get_local_id(0);\n",
+                    body_, "}\n");
+    KernelSpec spec;
+    spec.name = name;
+    spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
+    spec.args = args_;
+    spec.local = {local};
+    spec.global = {static_cast<size_t>(groups) * local};
+    return spec;
+  }
+
  private:
   std::string EvalUncached(const Node& n, const Index& idx) {
     if (auto it = bound_.find(&n); it != bound_.end()) return it->second;
@@ -850,7 +875,14 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   } else {
     e.Line(absl::StrCat(CType(t), " acc = ", identity, ";"));
   }
-  e.Line(vector_rows ? "for (; r < r1; ++r) {" : "for (idx_t r = r0; r < r1; ++r) {");
+  // GPU: a work-group of kGroupSize items per output; lanes take strided elements (coalesced
+  // for trailing reductions), then a tree in local memory.
+  const bool groups = !target.cpu;
+  if (groups) {
+    e.Line(absl::StrCat("for (idx_t r = r0 + lane; r < r1; r += ", kGroupSize, ") {"));
+  } else {
+    e.Line(vector_rows ? "for (; r < r1; ++r) {" : "for (idx_t r = r0; r < r1; ++r) {");
+  }
   e.Indent();
   auto scope = e.SaveScope();
   Index idx;
@@ -870,8 +902,23 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   e.RestoreScope(std::move(scope));
   e.Dedent();
   e.Line("}");
-  e.Line(absl::StrCat(out_name, "[gid] = acc;"));
-  KernelSpec spec = e.FinishIndexed(split > 1 ? "red_part" : "red", outputs * split);
+  KernelSpec spec;
+  if (groups) {
+    e.Line(absl::StrCat("__local ", CType(t), " scratch[", kGroupSize, "];"));
+    e.Line("scratch[lane] = acc;");
+    e.Line("barrier(CLK_LOCAL_MEM_FENCE);");
+    e.Line(absl::StrCat("for (int s = ", kGroupSize / 2, "; s > 0; s >>= 1) {"));
+    e.Indent();
+    e.Line(absl::StrCat("if (lane < s) ", combine_line("scratch[lane]", "scratch[lane + s]")));
+    e.Line("barrier(CLK_LOCAL_MEM_FENCE);");
+    e.Dedent();
+    e.Line("}");
+    e.Line(absl::StrCat("if (lane == 0) ", out_name, "[gid] = scratch[0];"));
+    spec = e.FinishGroups(split > 1 ? "gred_part" : "gred", outputs * split, kGroupSize);
+  } else {
+    e.Line(absl::StrCat(out_name, "[gid] = acc;"));
+    spec = e.FinishIndexed(split > 1 ? "red_part" : "red", outputs * split);
+  }
   spec.summary =
       absl::StrCat(split > 1 ? "partial " : "", "reduce ", ir::NodeString(root), " of ",
                    ir::NodeString(x), split > 1 ? absl::StrCat(" in ", split, " parts") : "");
