@@ -21,6 +21,8 @@ using ir::Op;
 using ir::Shape;
 
 constexpr size_t kLocalSize = 64;
+// The CPU matmul splits its rows finer while it would have fewer work-items than this.
+constexpr int64_t kMatmulMinWorkItems = 16;
 // Below this many work-items the guarded tail entry point runs alone: one launch instead of
 // two, where the unchecked main kernel would save less than a launch costs.
 constexpr int64_t kTailOnlyBelow = int64_t{1} << 16;
@@ -799,7 +801,8 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
   int64_t batches = 1;
   for (size_t d = 0; d + 2 < r; ++d) batches *= root.shape[d];
 
-  // CPU and f32: 4 x 32 register blocks (matmul_cpu.cl); otherwise 16 x 16 local-memory tiles.
+  // CPU and f32: 8 x 32 register blocks over a copied B panel (matmul_cpu.cl); otherwise 16 x 16
+  // local-memory tiles.
   const bool blocked = target.cpu && root.dtype == DType::f32;
   KernelSpec spec;
   spec.name = blocked ? "matmul_cpu" : "matmul";
@@ -845,8 +848,14 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                i64(n),
                i64(k)};
   if (blocked) {
-    spec.global = {RoundUp(static_cast<size_t>(m), 4) / 4, RoundUp(static_cast<size_t>(n), 32) / 32,
-                   static_cast<size_t>(batches)};
+    // Rows per work-item (matmul_cpu.cl's `mb`, a multiple of its MR = 8): many rows share one
+    // copy of a B panel, but keep enough work-items for every core.
+    int64_t rows = std::min<int64_t>(128, static_cast<int64_t>(RoundUp(static_cast<size_t>(m), 8)));
+    auto work_items = [&](int64_t r) { return (m + r - 1) / r * ((n + 31) / 32) * batches; };
+    while (rows > 8 && work_items(rows) < kMatmulMinWorkItems) rows = rows / 16 * 8;
+    spec.args.push_back(i64(rows));
+    spec.global = {static_cast<size_t>((m + rows - 1) / rows),
+                   RoundUp(static_cast<size_t>(n), 32) / 32, static_cast<size_t>(batches)};
     spec.local = {1, 1, 1};
   } else {
     spec.global = {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),

@@ -717,6 +717,10 @@ TEST(OpsTest, MatmulMatchesHost) {
       // Whole register blocks of the CPU kernel (4 x 32) and edges in both directions.
       {{37, 70}, {70, 67}},
       {{2, 8, 16}, {16, 64}},
+      // The CPU kernel copies B in chunks of 256 rows of K and gives a work-item up to 128 rows:
+      // K = 300 takes two passes that add into C, M = 130 ends in a partial row block.
+      {{130, 300}, {300, 45}},
+      {{2, 20, 513}, {2, 513, 33}},
   };
   Fn fn = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); };
   Fn scale = [](const std::vector<Tensor>& x) {
