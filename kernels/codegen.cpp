@@ -214,7 +214,7 @@ class Emitter {
     while (!stack.empty()) {
       const Node* n = stack.back();
       stack.pop_back();
-      if (seen.contains(n) || inputs_.contains(n)) continue;
+      if (seen.contains(n) || inputs_.contains(n) || values_.contains(n)) continue;
       seen[n] = true;
       switch (n->op) {
         case Op::kReshape:
@@ -350,6 +350,30 @@ class Emitter {
 
   bool cpu() const { return cpu_; }
 
+  // `n` is not evaluated but given: the expression `value`, whatever the index (a matmul's
+  // accumulator in its epilogue). Set before UnifyDims, which stops at `n`.
+  void SetValue(const Node* n, std::string value) { values_[n] = std::move(value); }
+
+  // The body as `static inline <ret> <name>(<leading>, <the collected parameters>)`, after the
+  // helpers; the parameters and the arguments that pass them on are also defined as the macros
+  // LC_EPI_PARAMS and LC_EPI_ARGS (each empty or starting with a comma), for a template that
+  // calls the function. Returns the text; `args` receives the arguments in order.
+  std::string FinishFunction(absl::string_view ret, absl::string_view name,
+                             absl::string_view leading, std::vector<KernelArgSpec>* args) {
+    std::string params;
+    std::string names;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      absl::StrAppend(&params, ", ", params_[i]);
+      absl::StrAppend(&names, ", ", names_[i]);
+    }
+    std::string text = absl::StrJoin(helpers_, "");
+    absl::StrAppend(&text, "#define LC_EPI_PARAMS ", params, "\n#define LC_EPI_ARGS ", names,
+                    "\nstatic inline ", ret, " ", name, "(", leading, " LC_EPI_PARAMS) {\n", body_,
+                    "}\n");
+    *args = args_;
+    return text;
+  }
+
   // Vector mode: f32 values are float16, and a linear index i names elements i .. i + 15
   // (VectorFriendly says which expressions can be evaluated this way). `broadcast_row` is the
   // scalar index at which an Expand over the trailing `broadcast_dims` dims is read.
@@ -397,6 +421,7 @@ class Emitter {
 
  private:
   std::string EvalUncached(const Node& n, const Index& idx) {
+    if (auto it = values_.find(&n); it != values_.end()) return it->second;
     if (auto it = inputs_.find(&n); it != inputs_.end()) {
       std::string buf = Buffer(it->second, n.dtype, false);
       if (vec_)
@@ -605,6 +630,7 @@ class Emitter {
   absl::flat_hash_map<std::pair<int, int>, std::string> buffers_;
   absl::flat_hash_map<std::string, std::string> memo_;
   absl::flat_hash_map<std::string, std::vector<std::string>> delin_;
+  absl::flat_hash_map<const Node*, std::string> values_;
 };
 
 // 32-bit indices when every extent in the kernel fits, which is faster everywhere. Buffers bound
@@ -793,7 +819,8 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
 }
 
 KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
-                      const StridedOperand& b, const Target& target) {
+                      const StridedOperand& b, const Target& target, const Node* epilogue,
+                      const InputMap* inputs) {
   const size_t r = root.shape.size();
   const int64_t m = root.shape[r - 2];
   const int64_t n = root.shape[r - 1];
@@ -862,7 +889,38 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                    static_cast<size_t>(batches)};
     spec.local = {16, 16, 1};
   }
+  if (epilogue != nullptr) {
+    // lc_epilogue(acc, batch, row, col): the chain at the element's index, with the batch dims
+    // recovered from the folded batch index.
+    LAZYCL_CHECK(
+        inputs != nullptr && epilogue->shape == root.shape && epilogue->dtype == root.dtype,
+        "codegen: matmul epilogue %s does not fit", ir::NodeString(*epilogue).c_str());
+    Emitter e(*inputs, "long", target);
+    e.SetValue(&root, "acc");
+    e.UnifyDims(*epilogue);
+    std::vector<std::string> dims;
+    if (r > 2) {
+      const Shape batch_shape(epilogue->shape.begin(), epilogue->shape.end() - 2);
+      std::vector<std::string> keys = e.DimKeys(*epilogue);
+      keys.resize(r - 2);
+      dims = e.Multi(Index::Linear("batch"), batch_shape, keys);
+    }
+    dims.push_back("row");
+    dims.push_back("col");
+    const std::string v = e.Eval(*epilogue, Index::Multi(std::move(dims)));
+    e.Line(absl::StrCat("return ", v, ";"));
+    std::vector<KernelArgSpec> extra;
+    spec.source = absl::StrCat(
+        "#define LC_EPILOGUE 1\n",
+        e.FinishFunction(
+            t, "lc_epilogue",
+            absl::StrCat("const ", t, " acc, const long batch, const long row, ", "const long col"),
+            &extra),
+        spec.source);
+    spec.args.insert(spec.args.end(), extra.begin(), extra.end());
+  }
   spec.summary = absl::StrCat("matmul ", ir::NodeString(root), " (K=", k, ")");
+  if (epilogue != nullptr) absl::StrAppend(&spec.summary, " -> ", ir::NodeString(*epilogue));
   return spec;
 }
 

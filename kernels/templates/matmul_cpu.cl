@@ -13,6 +13,15 @@
 // [batches, M, N] from element c_off. Work-items: (ceil(M / mb), ceil(N / 32), batches), local
 // size {1, 1, 1}. Rows past C's edge are clamped for reading and not stored; columns past it read
 // zeros from the copy and are not stored; B with non-unit column stride is gathered when copied.
+// With an epilogue, earlier passes store plain partial sums, the last one the epilogue's value.
+// A generated source may put an epilogue before this text: LC_EPILOGUE defined, and
+// `lc_epilogue(acc, batch, row, col LC_EPI_ARGS)` the value to store for the element of C at
+// (batch, row, col) whose product is `acc`, reading the extra kernel arguments LC_EPI_PARAMS.
+#ifndef LC_EPILOGUE
+#define LC_EPI_PARAMS
+#define LC_EPI_ARGS
+#endif
+
 #define MR 8
 #define KB 256
 
@@ -45,10 +54,26 @@ static inline void lc_store_row(__global float* restrict c, long n0, long N, flo
   for (int j = 0; j < 32 && n0 + j < N; ++j) c[n0 + j] = t[j];
 }
 
+#ifdef LC_EPILOGUE
+// The last pass over K: the epilogue's value of each element, one at a time.
+static inline void lc_store_epilogue(__global float* restrict c, long n0, long N, float16 lo,
+                                     float16 hi, long batch, long row LC_EPI_PARAMS) {
+  float t[32];
+  vstore16(lo, 0, t);
+  vstore16(hi, 1, t);
+  for (int j = 0; j < 32 && n0 + j < N; ++j)
+    c[n0 + j] = lc_epilogue(t[j], batch, row, n0 + j LC_EPI_ARGS);
+}
+#define LC_STORE_LAST(i) \
+  lc_store_epilogue(c + (m0 + i) * N, n0, N, lo##i, hi##i, batch, m0 + i LC_EPI_ARGS)
+#else
+#define LC_STORE_LAST(i) lc_store_row(c + (m0 + i) * N, n0, N, lo##i, hi##i)
+#endif
+
 __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb, long a_sm,
                          long a_sk, __global const float* restrict B, long b_off, long b_sb,
                          long b_sk, long b_sn, __global float* restrict C, long c_off, long M,
-                         long N, long K, long mb) {
+                         long N, long K, long mb LC_EPI_PARAMS) {
   __local float panel[KB * 32];
   const long m_begin = (long)get_global_id(0) * mb;
   const long m_end = min(m_begin + mb, M);
@@ -59,6 +84,7 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
   __global float* c = C + c_off + batch * M * N;
   for (long k0 = 0; k0 == 0 || k0 < K; k0 += KB) {  // K = 0 stores zeros
     const long kn = min((long)KB, K - k0);
+    const bool last = k0 + KB >= K;
     __global const float* bk = B + k0 * b_sk;
     if (b_sn == 1 && n0 + 32 <= N) {
       for (long k = 0; k < kn; ++k) {
@@ -91,8 +117,13 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
         LC_ROWS(LC_FMA)
 #undef LC_FMA
       }
-#define LC_STORE(i) \
-  if (m0 + i < M) lc_store_row(c + (m0 + i) * N, n0, N, lo##i, hi##i);
+#define LC_STORE(i)                                                  \
+  if (m0 + i < M) {                                                  \
+    if (last)                                                        \
+      LC_STORE_LAST(i);                                              \
+    else                                                             \
+      lc_store_row(c + (m0 + i) * N, n0, N, lo##i, hi##i);           \
+  }
       LC_ROWS(LC_STORE)
 #undef LC_STORE
     }
