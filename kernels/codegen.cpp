@@ -24,6 +24,8 @@ using ir::Shape;
 constexpr size_t kLocalSize = 64;
 // Work-group size of the GPU strategy's tree reductions (one that every GPU we know of takes).
 constexpr size_t kGroupSize = 128;
+// The CPU matmul splits its rows finer while it would have fewer work-items than this.
+constexpr int64_t kMatmulMinWorkItems = 16;
 // Below this many work-items the guarded tail entry point runs alone: one launch instead of
 // two, where the unchecked main kernel would save less than a launch costs.
 constexpr int64_t kTailOnlyBelow = int64_t{1} << 16;
@@ -274,7 +276,7 @@ class Emitter {
     while (!stack.empty()) {
       const Node* n = stack.back();
       stack.pop_back();
-      if (seen.contains(n) || inputs_.contains(n)) continue;
+      if (seen.contains(n) || inputs_.contains(n) || values_.contains(n)) continue;
       seen[n] = true;
       switch (n->op) {
         case Op::kReshape:
@@ -410,11 +412,32 @@ class Emitter {
 
   bool cpu() const { return cpu_; }
 
-  // From now on `n` evaluates to `value` at every index (a reduction computed earlier in the
-  // kernel, read through a broadcast). Survives scopes.
-  void Bind(const Node& n, std::string value) { bound_[&n] = std::move(value); }
   // From now on `n` is read from `ref`, which the kernel itself wrote at n's indices.
   void ReadBack(const Node& n, BufferRef ref) { read_back_[&n] = ref; }
+  // `n` is not evaluated but given: the expression `value`, whatever the index (a matmul's
+  // accumulator in its epilogue; a reduction computed earlier in a row kernel, read through a
+  // broadcast). Survives scopes. Set before UnifyDims, which then stops at `n`, or after it.
+  void SetValue(const Node* n, std::string value) { values_[n] = std::move(value); }
+
+  // The body as `static inline <ret> <name>(<leading>, <the collected parameters>)`, after the
+  // helpers; the parameters and the arguments that pass them on are also defined as the macros
+  // LC_EPI_PARAMS and LC_EPI_ARGS (each empty or starting with a comma), for a template that
+  // calls the function. Returns the text; `args` receives the arguments in order.
+  std::string FinishFunction(absl::string_view ret, absl::string_view name,
+                             absl::string_view leading, std::vector<KernelArgSpec>* args) {
+    std::string params;
+    std::string names;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      absl::StrAppend(&params, ", ", params_[i]);
+      absl::StrAppend(&names, ", ", names_[i]);
+    }
+    std::string text = absl::StrJoin(helpers_, "");
+    absl::StrAppend(&text, "#define LC_EPI_PARAMS ", params, "\n#define LC_EPI_ARGS ", names,
+                    "\nstatic inline ", ret, " ", name, "(", leading, " LC_EPI_PARAMS) {\n", body_,
+                    "}\n");
+    *args = args_;
+    return text;
+  }
 
   // Vector mode: f32 values are float16, and a linear index i names elements i .. i + 15
   // (VectorFriendly says which expressions can be evaluated this way). `broadcast_row` is the
@@ -486,7 +509,7 @@ class Emitter {
 
  private:
   std::string EvalUncached(const Node& n, const Index& idx) {
-    if (auto it = bound_.find(&n); it != bound_.end()) return it->second;
+    if (auto it = values_.find(&n); it != values_.end()) return it->second;
     const auto input = inputs_.find(&n);
     const auto back = read_back_.find(&n);
     if (input != inputs_.end() || back != read_back_.end()) {
@@ -681,7 +704,6 @@ class Emitter {
   }
 
   const InputMap& inputs_;
-  absl::flat_hash_map<const Node*, std::string> bound_;
   absl::flat_hash_map<const Node*, BufferRef> read_back_;
   std::string idx_;
   bool bind_offsets_;
@@ -716,6 +738,7 @@ class Emitter {
   absl::flat_hash_map<std::pair<int, int>, std::string> buffers_;
   absl::flat_hash_map<std::string, std::string> memo_;
   absl::flat_hash_map<std::string, std::vector<std::string>> delin_;
+  absl::flat_hash_map<const Node*, std::string> values_;
 };
 
 // 32-bit indices when every extent in the kernel fits, which is faster everywhere. Buffers bound
@@ -1021,7 +1044,7 @@ KernelSpec EmitRowKernel(const Node& root, BufferRef out, const std::vector<cons
     e.Line(absl::StrCat("red", j, " = ", acc, ";"));
     e.Dedent();
     e.Line("}");
-    e.Bind(red, absl::StrCat("red", j));
+    e.SetValue(&red, absl::StrCat("red", j));
     if (store) e.ReadBack(x, out);
   }
   e.Line("{");
@@ -1051,7 +1074,8 @@ KernelSpec EmitRowKernel(const Node& root, BufferRef out, const std::vector<cons
 }
 
 KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
-                      const StridedOperand& b, const Target& target) {
+                      const StridedOperand& b, const Target& target, const Node* epilogue,
+                      const InputMap* inputs) {
   const size_t r = root.shape.size();
   const int64_t m = root.shape[r - 2];
   const int64_t n = root.shape[r - 1];
@@ -1059,7 +1083,8 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
   int64_t batches = 1;
   for (size_t d = 0; d + 2 < r; ++d) batches *= root.shape[d];
 
-  // CPU and f32: 4 x 32 register blocks (matmul_cpu.cl); otherwise 16 x 16 local-memory tiles.
+  // CPU and f32: 8 x 32 register blocks over a copied B panel (matmul_cpu.cl); otherwise 16 x 16
+  // local-memory tiles.
   const bool blocked = target.cpu && root.dtype == DType::f32;
   KernelSpec spec;
   spec.name = blocked ? "matmul_cpu" : "matmul";
@@ -1105,15 +1130,52 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                i64(n),
                i64(k)};
   if (blocked) {
-    spec.global = {RoundUp(static_cast<size_t>(m), 4) / 4, RoundUp(static_cast<size_t>(n), 32) / 32,
-                   static_cast<size_t>(batches)};
+    // Rows per work-item (matmul_cpu.cl's `mb`, a multiple of its MR = 8): many rows share one
+    // copy of a B panel, but keep enough work-items for every core.
+    int64_t rows = std::min<int64_t>(128, static_cast<int64_t>(RoundUp(static_cast<size_t>(m), 8)));
+    auto work_items = [&](int64_t r) { return (m + r - 1) / r * ((n + 31) / 32) * batches; };
+    while (rows > 8 && work_items(rows) < kMatmulMinWorkItems) rows = rows / 16 * 8;
+    spec.args.push_back(i64(rows));
+    spec.global = {static_cast<size_t>((m + rows - 1) / rows),
+                   RoundUp(static_cast<size_t>(n), 32) / 32, static_cast<size_t>(batches)};
     spec.local = {1, 1, 1};
   } else {
     spec.global = {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),
                    static_cast<size_t>(batches)};
     spec.local = {16, 16, 1};
   }
+  if (epilogue != nullptr) {
+    // lc_epilogue(acc, batch, row, col): the chain at the element's index, with the batch dims
+    // recovered from the folded batch index.
+    LAZYCL_CHECK(
+        inputs != nullptr && epilogue->shape == root.shape && epilogue->dtype == root.dtype,
+        "codegen: matmul epilogue %s does not fit", ir::NodeString(*epilogue).c_str());
+    Emitter e(*inputs, "long", target);
+    e.SetValue(&root, "acc");
+    e.UnifyDims(*epilogue);
+    std::vector<std::string> dims;
+    if (r > 2) {
+      const Shape batch_shape(epilogue->shape.begin(), epilogue->shape.end() - 2);
+      std::vector<std::string> keys = e.DimKeys(*epilogue);
+      keys.resize(r - 2);
+      dims = e.Multi(Index::Linear("batch"), batch_shape, keys);
+    }
+    dims.push_back("row");
+    dims.push_back("col");
+    const std::string v = e.Eval(*epilogue, Index::Multi(std::move(dims)));
+    e.Line(absl::StrCat("return ", v, ";"));
+    std::vector<KernelArgSpec> extra;
+    spec.source = absl::StrCat(
+        "#define LC_EPILOGUE 1\n",
+        e.FinishFunction(
+            t, "lc_epilogue",
+            absl::StrCat("const ", t, " acc, const long batch, const long row, ", "const long col"),
+            &extra),
+        spec.source);
+    spec.args.insert(spec.args.end(), extra.begin(), extra.end());
+  }
   spec.summary = absl::StrCat("matmul ", ir::NodeString(root), " (K=", k, ")");
+  if (epilogue != nullptr) absl::StrAppend(&spec.summary, " -> ", ir::NodeString(*epilogue));
   return spec;
 }
 

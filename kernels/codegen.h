@@ -45,8 +45,12 @@ struct StridedOperand {
   int64_t col_stride = 0;
 };
 
+// With `epilogue`: an elementwise chain over `root`'s value at the same index, of root's shape
+// and dtype (Lower checks which); the kernel stores the chain's value instead of the product,
+// evaluating the chain's other operands from `inputs`.
 KernelSpec EmitMatmul(const ir::Node& root, BufferRef out, const StridedOperand& a,
-                      const StridedOperand& b, const Target& target);
+                      const StridedOperand& b, const Target& target,
+                      const ir::Node* epilogue = nullptr, const InputMap* inputs = nullptr);
 
 // Total bytes of a kernel's arguments, compared with Target::max_param_bytes.
 int64_t ArgBytes(const KernelSpec& spec);

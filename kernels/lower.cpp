@@ -1,6 +1,7 @@
 #include "kernels/lower.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -333,6 +334,7 @@ class Lowering {
     for (int i : Region(r)) {
       for (const ir::NodePtr& o : g_.nodes[i]->operands) {
         int j = index_.at(o.get());
+        if (fused_matmul_[j]) continue;  // the epilogue's accumulator (EmitMatmul)
         if (IsInput(j)) inputs[o.get()] = Ref(j);
       }
     }
@@ -366,8 +368,72 @@ class Lowering {
     return alias;
   }
 
+  // Matmuls whose result only an elementwise chain reads, at the result's own index, run that
+  // chain as their epilogue: relu(h @ w + bias) is one kernel. Fills epilogue_of_ (root of the
+  // chain -> matmul) and fused_matmul_ (matmuls that launch no kernel of their own).
+  void FindEpilogues() {
+    epilogue_of_.clear();
+    fused_matmul_.assign(g_.nodes.size(), false);
+    absl::flat_hash_set<int> outputs(g_.outputs.begin(), g_.outputs.end());
+    // For every matmul, the roots whose kernels read it.
+    absl::flat_hash_map<int, std::vector<int>> readers;
+    for (size_t r = 0; r < g_.nodes.size(); ++r) {
+      if (!root_[r]) continue;
+      if (IsParam(static_cast<int>(r))) continue;
+      absl::flat_hash_set<int> read;
+      for (int i : Region(static_cast<int>(r))) {
+        for (const ir::NodePtr& o : g_.nodes[i]->operands) {
+          const int j = index_.at(o.get());
+          if (g_.nodes[j]->op == Op::kMatmul && j != static_cast<int>(r) && read.insert(j).second)
+            readers[j].push_back(static_cast<int>(r));
+        }
+      }
+    }
+    for (size_t mi = 0; mi < g_.nodes.size(); ++mi) {
+      const Node& m = *g_.nodes[mi];
+      if (m.op != Op::kMatmul || outputs.contains(static_cast<int>(mi))) continue;
+      auto it = readers.find(static_cast<int>(mi));
+      if (it == readers.end() || it->second.size() != 1) continue;
+      const int r = it->second[0];
+      const Node& root = *g_.nodes[r];
+      if (epilogue_of_.contains(r) || !ir::IsElementwise(root.op) || root.shape != m.shape ||
+          root.dtype != m.dtype) {
+        continue;
+      }
+      if (EpilogueChain(r, static_cast<int>(mi))) {
+        epilogue_of_[r] = static_cast<int>(mi);
+        fused_matmul_[mi] = true;
+      }
+    }
+  }
+
+  // Whether every node of root `r`'s region that reads matmul `m` (directly or through other
+  // region nodes) is elementwise and of r's shape, so that m is only ever read at r's index.
+  bool EpilogueChain(int r, int m) const {
+    const std::vector<int> region = Region(r);
+    absl::flat_hash_map<int, bool> reaches;
+    std::function<bool(int)> reach = [&](int i) {
+      if (i == m) return true;
+      if (IsInput(i)) return false;
+      if (auto it = reaches.find(i); it != reaches.end()) return it->second;
+      bool any = false;
+      for (const ir::NodePtr& o : g_.nodes[i]->operands) any = reach(index_.at(o.get())) || any;
+      reaches[i] = any;
+      return any;
+    };
+    for (int i : region) {
+      // A row kernel (reductions taken in by FuseRowReductions) has no per-element epilogue.
+      if (ir::IsReduce(g_.nodes[i]->op)) return false;
+      if (!reach(i)) continue;
+      const Node& n = *g_.nodes[i];
+      if (!ir::IsElementwise(n.op) || n.shape != g_.nodes[r]->shape) return false;
+    }
+    return true;
+  }
+
   void Emit(Plan* plan, int* too_big) {
     refs_.clear();
+    FindEpilogues();
     absl::flat_hash_map<int, int> output_of;
     for (size_t k = 0; k < g_.outputs.size(); ++k) {
       output_of.emplace(g_.outputs[k], static_cast<int>(k));
@@ -384,7 +450,7 @@ class Lowering {
       return BufferRef{BufferRef::Kind::kTemp, static_cast<int>(plan->temp_bytes.size() - 1)};
     };
     for (size_t r = 0; r < g_.nodes.size(); ++r) {
-      if (!root_[r]) continue;
+      if (!root_[r] || fused_matmul_[r]) continue;  // a fused matmul runs in its reader's kernel
       const Node& root = *g_.nodes[r];
       const size_t bytes =
           static_cast<size_t>(ir::NumElements(root.shape)) * dtype_size(root.dtype);
@@ -403,7 +469,13 @@ class Lowering {
       if (aliased_outputs.contains(static_cast<int>(r))) continue;  // its root wrote it
 
       std::vector<KernelSpec> specs;
-      if (root.op == Op::kMatmul) {
+      if (auto epi = epilogue_of_.find(static_cast<int>(r)); epi != epilogue_of_.end()) {
+        const Node& m = *g_.nodes[epi->second];
+        InputMap inputs = Inputs(static_cast<int>(r));
+        inputs.erase(&m);
+        specs.push_back(EmitMatmul(m, ref, StridedMatmulOperand(*m.operands[0]),
+                                   StridedMatmulOperand(*m.operands[1]), target_, &root, &inputs));
+      } else if (root.op == Op::kMatmul) {
         specs.push_back(EmitMatmul(root, ref, StridedMatmulOperand(*root.operands[0]),
                                    StridedMatmulOperand(*root.operands[1]), target_));
       } else if (ir::IsReduce(root.op)) {
@@ -455,6 +527,8 @@ class Lowering {
   absl::flat_hash_map<const Node*, int> index_;
   std::vector<bool> root_;
   absl::flat_hash_map<int, BufferRef> refs_;
+  absl::flat_hash_map<int, int> epilogue_of_;
+  std::vector<bool> fused_matmul_;
 };
 
 }  // namespace

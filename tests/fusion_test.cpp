@@ -176,6 +176,36 @@ TEST(FusionTest, SoftmaxOverLongRowsIsOneKernelOnCpu) {
   }
 }
 
+// A matmul read by a row kernel (softmax of the logits) stays its own kernel; so does one read
+// elementwise by a row kernel whose reductions come from another tensor: neither is an
+// epilogue, and both agree with the host.
+TEST(FusionTest, MatmulReadByARowKernelIsNotAnEpilogue) {
+  const std::vector<float> av = Values(32 * 20, 0.01f, -0.5f);
+  const std::vector<float> bv = Values(20 * 48, 0.02f, -1.0f);
+  const std::vector<float> xv = Values(32 * 48, 0.05f, -2.0f);
+  for (bool through_reduce : {true, false}) {
+    const Device host = Device::host();
+    auto make = [&](Device d) {
+      Tensor a = tensor(av, {32, 20}, d);
+      Tensor b = tensor(bv, {20, 48}, d);
+      Tensor x = tensor(xv, {32, 48}, d);
+      Tensor logits = matmul(a, b);
+      return through_reduce ? softmax(logits, -1) : logits + (x - max(x, {1}, true));
+    };
+    Tensor want = make(host);
+    Tensor got = make(kCl);
+    const int64_t kernels = KernelsFor(got);
+    if (CpuStrategy()) {
+      EXPECT_EQ(kernels, 2) << through_reduce;
+    }
+    const std::vector<float> w = want.to_vector<float>();
+    const std::vector<float> g = got.to_vector<float>();
+    ASSERT_EQ(w.size(), g.size());
+    for (size_t i = 0; i < w.size(); ++i)
+      EXPECT_NEAR(g[i], w[i], 1e-5) << through_reduce << " " << i;
+  }
+}
+
 // A reduction that is also an output (or read by another kernel) stays a kernel of its own;
 // the values agree either way.
 TEST(FusionTest, RowReductionThatIsAlsoAnOutputStaysItsOwnKernel) {
@@ -212,6 +242,121 @@ TEST(FusionTest, SoftmaxIsAtMostFourKernels) {
     for (int j = 0; j < 300; ++j) total += std::exp(row[j] - m);
     for (int j = 0; j < 300; ++j)
       EXPECT_NEAR(got[r * 300 + j], std::exp(row[j] - m) / total, 1e-6) << r << "," << j;
+  }
+}
+
+// Matmul epilogues: an elementwise chain that only reads a matmul's result, at the result's own
+// index, is stored by the matmul kernel itself. tests/ops_test.cpp checks more shapes and layouts
+// against the host; these cases pin the kernel counts (and check values with a plain loop).
+std::vector<double> HostMatmul(const std::vector<float>& a, const std::vector<float>& b, int64_t m,
+                               int64_t k, int64_t n) {
+  std::vector<double> c(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t t = 0; t < k; ++t) s += static_cast<double>(a[i * k + t]) * b[t * n + j];
+      c[i * n + j] = s;
+    }
+  }
+  return c;
+}
+
+TEST(FusionTest, MlpLayerIsOneKernel) {
+  // 70 x 300 @ 300 x 45: edges of the CPU kernel's 8 x 32 blocks, two passes over K.
+  const int64_t m = 70, k = 300, n = 45;
+  const std::vector<float> hv = Values(m * k, 0.01f, -0.5f);
+  const std::vector<float> wv = Values(k * n, -0.013f, 0.6f);
+  const std::vector<float> bv = Values(n, 0.3f, -15.0f);
+  Tensor h = tensor(hv, {m, k}, kCl);
+  Tensor w = tensor(wv, {k, n}, kCl);
+  Tensor bias = tensor(bv, {n}, kCl);
+  Tensor y = relu(matmul(h, w) + bias);
+  EXPECT_EQ(KernelsFor(y), 1);
+  const std::vector<double> c = HostMatmul(hv, wv, m, k, n);
+  const std::vector<float> got = y.to_vector<float>();
+  int positive = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const double want = std::max(c[i * n + j] + bv[j], 0.0);
+      positive += want > 0;
+      EXPECT_NEAR(got[i * n + j], want, 1e-3) << i << "," << j;
+    }
+  }
+  EXPECT_GT(positive, 0);
+  EXPECT_LT(positive, m * n);  // relu cuts something
+  // Two layers from scratch: two kernels.
+  Tensor w2 = tensor(Values(n * n, 0.02f, -1.0f), {n, n}, kCl);
+  EXPECT_EQ(KernelsFor(relu(matmul(relu(matmul(h, w) + bias), w2) + bias)), 2);
+}
+
+TEST(FusionTest, BatchedMatmulWithTransposedOperandAndSecondBufferIsOneKernel) {
+  const int64_t bt = 3, m = 9, k = 40, n = 33;
+  const std::vector<float> av = Values(bt * k * m, 0.02f, -1.0f);  // stored [bt, k, m]
+  const std::vector<float> bv = Values(bt * k * n, -0.03f, 1.0f);
+  const std::vector<float> cv = Values(bt * m * n, 0.01f, 0.25f);
+  Tensor a = transpose(tensor(av, {bt, k, m}, kCl), 1, 2);
+  Tensor b = tensor(bv, {bt, k, n}, kCl);
+  Tensor c = tensor(cv, {bt, m, n}, kCl);
+  Tensor y = maximum(matmul(a, b) * c, c - 0.5);
+  EXPECT_EQ(KernelsFor(y), 1);
+  const std::vector<float> got = y.to_vector<float>();
+  for (int64_t s = 0; s < bt; ++s) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double p = 0;
+        for (int64_t t = 0; t < k; ++t)
+          p += static_cast<double>(av[(s * k + t) * m + i]) * bv[(s * k + t) * n + j];
+        const size_t o = static_cast<size_t>((s * m + i) * n + j);
+        EXPECT_NEAR(got[o], std::max(p * cv[o], cv[o] - 0.5), 1e-4) << s << "," << i << "," << j;
+      }
+    }
+  }
+}
+
+// Where the chain does not read the result at its own index, or the result is needed elsewhere,
+// the matmul keeps its own kernel and the values stay right.
+TEST(FusionTest, MatmulWithoutFusableEpilogueKeepsItsKernel) {
+  const int64_t m = 6, k = 5, n = 6;
+  const std::vector<float> av = Values(m * k, 0.1f, -1.0f);
+  const std::vector<float> bv = Values(k * n, -0.07f, 2.0f);
+  Tensor a = tensor(av, {m, k}, kCl);
+  Tensor b = tensor(bv, {k, n}, kCl);
+  const std::vector<double> c = HostMatmul(av, bv, m, k, n);
+  // A transpose of the result reads it at another index.
+  Tensor t = transpose(matmul(a, b), 0, 1) + 1;
+  EXPECT_EQ(KernelsFor(t), 2);
+  const std::vector<float> tv = t.to_vector<float>();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(tv[j * m + i], c[i * n + j] + 1, 1e-4);
+  }
+  // The result feeds two kernels (an elementwise one and a reduction).
+  Tensor p = matmul(a, b);
+  Tensor e = relu(p);
+  Tensor s = sum(p, {1});
+  const int64_t before = metrics::counter("KernelLaunches");
+  sync({e, s});
+  EXPECT_EQ(metrics::counter("KernelLaunches") - before, 3);
+  const std::vector<float> ev = e.to_vector<float>();
+  const std::vector<float> sv = s.to_vector<float>();
+  for (int64_t i = 0; i < m; ++i) {
+    double row = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      EXPECT_NEAR(ev[i * n + j], std::max(c[i * n + j], 0.0), 1e-4);
+      row += c[i * n + j];
+    }
+    EXPECT_NEAR(sv[i], row, 1e-3);
+  }
+  // The result is itself an output beside the chain.
+  Tensor q = matmul(a, b);
+  Tensor r = q * 2;
+  const int64_t before2 = metrics::counter("KernelLaunches");
+  sync({q, r});
+  EXPECT_EQ(metrics::counter("KernelLaunches") - before2, 2);
+  const std::vector<float> qv = q.to_vector<float>();
+  const std::vector<float> rv = r.to_vector<float>();
+  for (size_t i = 0; i < c.size(); ++i) {
+    EXPECT_NEAR(qv[i], c[i], 1e-4);
+    EXPECT_NEAR(rv[i], 2 * c[i], 2e-4);
   }
 }
 

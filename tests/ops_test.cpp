@@ -717,6 +717,10 @@ TEST(OpsTest, MatmulMatchesHost) {
       // Whole register blocks of the CPU kernel (4 x 32) and edges in both directions.
       {{37, 70}, {70, 67}},
       {{2, 8, 16}, {16, 64}},
+      // The CPU kernel copies B in chunks of 256 rows of K and gives a work-item up to 128 rows:
+      // K = 300 takes two passes that add into C, M = 130 ends in a partial row block.
+      {{130, 300}, {300, 45}},
+      {{2, 20, 513}, {2, 513, 33}},
   };
   Fn fn = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); };
   Fn scale = [](const std::vector<Tensor>& x) {
@@ -741,6 +745,58 @@ TEST(OpsTest, MatmulMatchesHost) {
       }
     }
   }
+}
+
+// An elementwise chain over a matmul's result runs as the matmul kernel's epilogue
+// (tests/fusion_test.cpp counts the kernels): bias broadcast over rows, relu, a second operand of
+// the result's shape, batched results, edges of the CPU kernel's blocks (8 x 32, K in chunks of
+// 256), and non-contiguous operands of the matmul and of the chain.
+TEST(OpsTest, MatmulEpilogueMatchesHost) {
+  struct Case {
+    Shape a, b, out;
+  };
+  const Case cases[] = {
+      {{1, 1}, {1, 1}, {1, 1}},
+      {{3, 5}, {5, 3}, {3, 3}},
+      {{33, 65}, {65, 33}, {33, 33}},
+      {{65, 3}, {3, 65}, {65, 65}},
+      {{9, 300}, {300, 40}, {9, 40}},
+      {{2, 33, 7}, {2, 7, 65}, {2, 33, 65}},
+      {{4, 1, 9, 6}, {3, 6, 5}, {4, 3, 9, 5}},
+      {{130, 17}, {17, 31}, {130, 31}},
+  };
+  // relu(x0 @ x1 + bias), bias broadcast over every dim but the last.
+  Fn bias_relu = [](const std::vector<Tensor>& x) { return relu(matmul(x[0], x[1]) + x[2]); };
+  Fn bias_scale = [](const std::vector<Tensor>& x) {
+    return matmul(abs(x[0]), abs(x[1])) + abs(x[2]);
+  };
+  // A chain with a second operand of the result's shape, a constant and a transcendental.
+  Fn chain = [](const std::vector<Tensor>& x) {
+    return tanh(matmul(x[0], x[1]) * x[2] - 0.25) + x[2];
+  };
+  Fn chain_scale = [](const std::vector<Tensor>& x) {
+    return matmul(abs(x[0]), abs(x[1])) * (abs(x[2]) + 1) + abs(x[2]) + 1;
+  };
+  uint64_t seed = 9000;
+  for (const Case& c : cases) {
+    const Shape& out = c.out;
+    for (Layout la : {Layout::kContiguous, Layout::kTransposed}) {
+      for (Layout lb : {Layout::kContiguous, Layout::kTransposed, Layout::kSliced}) {
+        Check("relu(matmul + bias)", bias_relu, {F(c.a, la), F(c.b, lb), F({out.back()})}, ++seed,
+              kTranscendental, bias_scale);
+      }
+    }
+    for (Layout lc : {Layout::kContiguous, Layout::kTransposed, Layout::kBroadcast}) {
+      Check("tanh(matmul * c - 0.25) + c", chain, {F(c.a), F(c.b), F(out, lc)}, ++seed,
+            kTranscendental, chain_scale);
+    }
+  }
+  // Integer matmuls take the GPU-style kernel on every device, with the same epilogue.
+  Fn int_chain = [](const std::vector<Tensor>& x) {
+    return maximum(matmul(x[0], x[1]) - x[2], x[2]);
+  };
+  Check("maximum(matmul - c, c)", int_chain,
+        {A({5, 33}, DType::i32), A({33, 17}, DType::i32), A({17}, DType::i32)}, ++seed, kExact);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,10 +1,16 @@
 // C[b] = A[b] @ B[b] for every batch b, with TS x TS tiles in local memory.
+// With LC_EPILOGUE defined before this text (see matmul_cpu.cl), C holds lc_epilogue's value.
+#ifndef LC_EPILOGUE
+#define LC_EPI_PARAMS
+#define LC_EPI_ARGS
+#define lc_epilogue(acc, batch, row, col) (acc)
+#endif
 // T is the element type; A and B are strided views (offset and strides in elements, the batch
 // dims folded into one stride); C is contiguous [batches, M, N] from element c_off.
 __kernel __attribute__((reqd_work_group_size(TS, TS, 1)))
 void matmul(__global const T* restrict A, long a_off, long a_sb, long a_sm, long a_sk,
             __global const T* restrict B, long b_off, long b_sb, long b_sk, long b_sn,
-            __global T* restrict C, long c_off, long M, long N, long K) {
+            __global T* restrict C, long c_off, long M, long N, long K LC_EPI_PARAMS) {
   const int lx = get_local_id(0);
   const int ly = get_local_id(1);
   const long col = get_global_id(0);
@@ -24,5 +30,6 @@ void matmul(__global const T* restrict A, long a_off, long a_sb, long a_sm, long
     for (int k = 0; k < TS; ++k) acc += a_tile[ly][k] * b_tile[k][lx];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (row < M && col < N) C[c_off + (batch * M + row) * N + col] = acc;
+  if (row < M && col < N)
+    C[c_off + (batch * M + row) * N + col] = lc_epilogue(acc, batch, row, col LC_EPI_ARGS);
 }
