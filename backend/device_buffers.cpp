@@ -36,12 +36,14 @@ int64_t EventNanos(const cl::Event& event) {
 constexpr size_t kHugePage = size_t{2} << 20;
 
 // A cl::Buffer over host memory of our own, 2 MiB aligned and advised for transparent huge
-// pages; the memory is freed by OpenCL's destructor callback once the cl_mem is really gone
-// (after every command that used it). Returns a null buffer with `*err` set on failure.
+// pages (the whole 2 MiB stretches of it; the rest of the last one uses small pages, so no
+// buffer holds more than 4 KiB it did not ask for); the memory is freed by OpenCL's destructor
+// callback once the cl_mem is really gone (after every command that used it). Returns a null
+// buffer with `*err` set on failure.
 cl::Buffer HugePageBuffer(const cl::Context& context, size_t bytes, cl_int* err) {
-  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* memory = std::aligned_alloc(kHugePage, rounded);
-  if (memory == nullptr) {
+  const size_t rounded = (bytes + 4095) / 4096 * 4096;
+  void* memory = nullptr;
+  if (posix_memalign(&memory, kHugePage, rounded) != 0) {
     *err = CL_MEM_OBJECT_ALLOCATION_FAILURE;
     return cl::Buffer();
   }
