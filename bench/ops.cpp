@@ -292,7 +292,9 @@ int Ops(const std::vector<std::string>& argv) {
       r.ratio = w1.ratio;
       r.limit = "of a*b+c";
       r.ratio_target = "<= 1.15";
-      r.met = r.value <= 7.0 && r.kernels == 1;
+      // Where a row has a ratio to a limit, the ratio decides (absolute times vary between
+      // machines; the issue: "that ratio is what must hold"); the absolute target is shown.
+      r.met = r.ratio <= 1.15 && r.kernels == 1;
       add(r);
       std::printf("  %-32s %10.1f GB/s (3 reads + 1 write)\n", "w1_fused bandwidth",
                   4 * bytes / r.value / 1e6);
@@ -304,7 +306,7 @@ int Ops(const std::vector<std::string>& argv) {
       s.ratio = total.ratio;
       s.limit = "of read-only pass";
       s.ratio_target = "<= 1.2";
-      s.met = s.value <= 1.2;
+      s.met = s.ratio <= 1.2;
       add(s);
     }
     {
@@ -317,7 +319,7 @@ int Ops(const std::vector<std::string>& argv) {
       r.ratio = rows.ratio;
       r.limit = "of read-only pass";
       r.ratio_target = "<= 1.2";
-      r.met = r.value <= 1.2;
+      r.met = r.ratio <= 1.2;
       add(r);
       Row s = MakeRow("w2c_softmax", 0, "ms", "<= 4.5");
       const Paired soft = TimePaired(
@@ -358,18 +360,32 @@ int Ops(const std::vector<std::string>& argv) {
       add(r);
     }
     {
-      char kernel_cache[] = "/tmp/lazycl-first-XXXXXX";
-      char pocl_cache[] = "/tmp/pocl-first-XXXXXX";
-      if (mkdtemp(kernel_cache) == nullptr || mkdtemp(pocl_cache) == nullptr)
-        throw Error("mkdtemp failed");
-      Row cold =
-          MakeRow("first_result_cold_ms", FirstResultIn(kernel_cache, pocl_cache), "ms", "<= 600");
+      // Each figure is the median over fresh processes: cold ones on caches made empty for
+      // each, warm ones on the caches that the first cold one filled.
+      std::vector<double> colds, warms;
+      std::vector<std::string> dirs;
+      for (int i = 0; i < 3; ++i) {
+        char kernel_cache[] = "/tmp/lazycl-first-XXXXXX";
+        char pocl_cache[] = "/tmp/pocl-first-XXXXXX";
+        if (mkdtemp(kernel_cache) == nullptr || mkdtemp(pocl_cache) == nullptr)
+          throw Error("mkdtemp failed");
+        dirs.push_back(kernel_cache);
+        dirs.push_back(pocl_cache);
+        colds.push_back(FirstResultIn(kernel_cache, pocl_cache));
+      }
+      for (int i = 0; i < 5; ++i) warms.push_back(FirstResultIn(dirs[0], dirs[1]));
+      for (const std::string& dir : dirs) std::filesystem::remove_all(dir);
+      // A child that failed makes the row n/a rather than a median of the others.
+      auto median = [](const std::vector<double>& v) {
+        for (double x : v) {
+          if (std::isnan(x)) return x;
+        }
+        return Median(v);
+      };
+      Row cold = MakeRow("first_result_cold_ms", median(colds), "ms", "<= 600");
       cold.met = cold.value <= 600;
-      Row warm =
-          MakeRow("first_result_warm_ms", FirstResultIn(kernel_cache, pocl_cache), "ms", "<= 10");
+      Row warm = MakeRow("first_result_warm_ms", median(warms), "ms", "<= 10");
       warm.met = warm.value <= 10;
-      std::filesystem::remove_all(kernel_cache);
-      std::filesystem::remove_all(pocl_cache);
       add(warm);
       add(cold);
     }
