@@ -145,6 +145,19 @@ TEST(FusionTest, BroadcastCastWhereChainIsOneKernel) {
   }
 }
 
+// `got` is the softmax of each `cols`-long row of `xv`, computed here in double.
+void ExpectSoftmaxOfRows(const std::vector<float>& got, const std::vector<float>& xv, size_t cols) {
+  ASSERT_EQ(got.size(), xv.size());
+  for (size_t r = 0; r < xv.size() / cols; ++r) {
+    const float* row = &xv[r * cols];
+    const float m = *std::max_element(row, row + cols);
+    double total = 0;
+    for (size_t j = 0; j < cols; ++j) total += std::exp(row[j] - m);
+    for (size_t j = 0; j < cols; ++j)
+      EXPECT_NEAR(got[r * cols + j], std::exp(row[j] - m) / total, 1e-6) << r << "," << j;
+  }
+}
+
 // Whether the CPU kernel strategies run (PoCL, unless LAZYCL_CODEGEN=gpu forces the GPU ones).
 // The suite runs on PoCL; on a real GPU the expectations that use this would not hold.
 bool CpuStrategy() {
@@ -165,15 +178,7 @@ TEST(FusionTest, SoftmaxOverLongRowsIsOneKernelOnCpu) {
   } else {
     EXPECT_LE(kernels, 4);
   }
-  const std::vector<float> got = y.to_vector<float>();
-  for (int r = 0; r < 64; ++r) {
-    const float* row = &xv[r * 300];
-    const float m = *std::max_element(row, row + 300);
-    double total = 0;
-    for (int j = 0; j < 300; ++j) total += std::exp(row[j] - m);
-    for (int j = 0; j < 300; ++j)
-      EXPECT_NEAR(got[r * 300 + j], std::exp(row[j] - m) / total, 1e-6) << r << "," << j;
-  }
+  ExpectSoftmaxOfRows(y.to_vector<float>(), xv, 300);
 }
 
 // A matmul read by a row kernel (softmax of the logits) stays its own kernel; so does one read
@@ -234,15 +239,7 @@ TEST(FusionTest, SoftmaxIsAtMostFourKernels) {
   const int64_t kernels = KernelsFor(y);
   std::printf("softmax over [8, 300]: %lld kernels\n", static_cast<long long>(kernels));
   EXPECT_LE(kernels, 4);
-  const std::vector<float> got = y.to_vector<float>();
-  for (int r = 0; r < 8; ++r) {
-    const float* row = &xv[r * 300];
-    const float m = *std::max_element(row, row + 300);
-    double total = 0;
-    for (int j = 0; j < 300; ++j) total += std::exp(row[j] - m);
-    for (int j = 0; j < 300; ++j)
-      EXPECT_NEAR(got[r * 300 + j], std::exp(row[j] - m) / total, 1e-6) << r << "," << j;
-  }
+  ExpectSoftmaxOfRows(y.to_vector<float>(), xv, 300);
 }
 
 // Matmul epilogues: an elementwise chain that only reads a matmul's result, at the result's own

@@ -165,6 +165,27 @@ int64_t WarmSums(const std::vector<Tensor>& xs) {
   return launches.get();
 }
 
+// The counters a replay loop must move: one graph-cache hit per iteration, no compiles or
+// builds, `kernels` launches per iteration.
+struct ReplayCounters {
+  CounterDelta hits{"GraphCacheHits"}, compiles{"GraphCompiles"}, builds{"ProgramBuilds"},
+      launches{"KernelLaunches"};
+};
+
+// Fails the benchmark unless the replay loop moved the counters as a cached replay must;
+// otherwise sets the per-kernel figures.
+void ReplayChecked(benchmark::State& state, const ReplayCounters& c, int64_t kernels) {
+  const int64_t it = static_cast<int64_t>(state.iterations());
+  for (auto [d, want] : {std::pair{&c.hits, it},
+                         {&c.compiles, int64_t{0}},
+                         {&c.builds, int64_t{0}},
+                         {&c.launches, kernels * it}}) {
+    if (std::string e = Expect(*d, want); !e.empty()) return Fail(state, e);
+  }
+  state.counters["kernels"] = static_cast<double>(kernels);
+  state.counters["per_kernel"] = PerItem(static_cast<double>(kernels));
+}
+
 // What a training step of tiny ops costs on the host once its graph is compiled: build the same
 // `k`-kernel graph (k sums) and sync it, which finds the plan in the graph cache, enqueues the
 // kernels and waits for them. Freeing the results is outside the timing.
@@ -173,8 +194,7 @@ void BM_ReplayBuildAndSync(benchmark::State& state) {
   try {
     const std::vector<Tensor> xs = SmallInputs(k);
     const int64_t kernels = WarmSums(xs);
-    CounterDelta hits("GraphCacheHits"), compiles("GraphCompiles"), builds("ProgramBuilds"),
-        launches("KernelLaunches");
+    const ReplayCounters replay;
     for (auto _ : state) {
       std::vector<Tensor> outs = Sums(xs);
       sync(outs);
@@ -182,15 +202,7 @@ void BM_ReplayBuildAndSync(benchmark::State& state) {
       outs.clear();
       state.ResumeTiming();
     }
-    const int64_t it = static_cast<int64_t>(state.iterations());
-    for (auto [d, want] : {std::pair{&hits, it},
-                           {&compiles, int64_t{0}},
-                           {&builds, int64_t{0}},
-                           {&launches, kernels * it}}) {
-      if (std::string e = Expect(*d, want); !e.empty()) return Fail(state, e);
-    }
-    state.counters["kernels"] = static_cast<double>(kernels);
-    state.counters["per_kernel"] = PerItem(static_cast<double>(kernels));
+    ReplayChecked(state, replay, kernels);
   } catch (const Error& e) {
     Fail(state, e.what());
   }
@@ -207,8 +219,7 @@ void BM_ReplayEnqueue(benchmark::State& state) {
     const std::vector<Tensor> xs = SmallInputs(k);
     const int64_t kernels = WarmSums(xs);
     backend::Device& device = frontend::OpenClDevice(0);
-    CounterDelta hits("GraphCacheHits"), compiles("GraphCompiles"), builds("ProgramBuilds"),
-        launches("KernelLaunches");
+    const ReplayCounters replay;
     for (auto _ : state) {
       state.PauseTiming();
       std::vector<Tensor> outs = Sums(xs);
@@ -221,15 +232,7 @@ void BM_ReplayEnqueue(benchmark::State& state) {
       outs.clear();
       state.ResumeTiming();
     }
-    const int64_t it = static_cast<int64_t>(state.iterations());
-    for (auto [d, want] : {std::pair{&hits, it},
-                           {&compiles, int64_t{0}},
-                           {&builds, int64_t{0}},
-                           {&launches, kernels * it}}) {
-      if (std::string e = Expect(*d, want); !e.empty()) return Fail(state, e);
-    }
-    state.counters["kernels"] = static_cast<double>(kernels);
-    state.counters["per_kernel"] = PerItem(static_cast<double>(kernels));
+    ReplayChecked(state, replay, kernels);
   } catch (const Error& e) {
     Fail(state, e.what());
   }
