@@ -948,14 +948,25 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   return spec;
 }
 
-// Whether `n`'s value is computed from `x` (inputs are not followed).
-bool Uses(const Node& n, const Node& x, const InputMap& inputs) {
-  if (&n == &x) return true;
-  if (inputs.contains(&n)) return false;
-  for (const ir::NodePtr& o : n.operands) {
-    if (Uses(*o, x, inputs)) return true;
+// Whether `root`, once the reductions of its row kernel are values, reads `x` and reads it only
+// at root's own index: every node on a path from root down to x is elementwise and of root's
+// shape (a view such as a transpose would read other rows). Inputs and reductions end paths.
+bool ReadsOnlyAtOwnIndex(const Node& root, const Node& x, const InputMap& inputs) {
+  absl::flat_hash_map<const Node*, bool> reaches;
+  std::function<bool(const Node&)> reach = [&](const Node& n) {
+    if (&n == &x) return true;
+    if (inputs.contains(&n) || ir::IsReduce(n.op)) return false;
+    if (auto it = reaches.find(&n); it != reaches.end()) return it->second;
+    bool any = false;
+    for (const ir::NodePtr& o : n.operands) any = reach(*o) || any;
+    reaches[&n] = any;
+    return any;
+  };
+  if (!reach(root)) return false;
+  for (const auto& [n, on_path] : reaches) {
+    if (on_path && (!ir::IsElementwise(n->op) || n->shape != root.shape)) return false;
   }
-  return false;
+  return true;
 }
 
 KernelSpec EmitRowKernel(const Node& root, BufferRef out, const std::vector<const Node*>& reduces,
@@ -1005,12 +1016,12 @@ KernelSpec EmitRowKernel(const Node& root, BufferRef out, const std::vector<cons
     e.Dedent();
     e.Line("}");
   };
-  // The last reduction's operand, when root uses it too and it costs more than a load (softmax:
-  // exp(x - max)), is stored into root's row as it is reduced and read back from there
-  // (in cache) instead of being computed again.
+  // The last reduction's operand, when root reads it at root's own index and it costs more
+  // than a load (softmax: exp(x - max)), is stored into root's row as it is reduced and read
+  // back from there (in cache) instead of being computed again.
   const Node& last = *reduces.back()->operands[0];
   const bool store_last = !inputs.contains(&last) && !ir::IsLeaf(last.op) &&
-                          last.dtype == root.dtype && Uses(root, last, inputs);
+                          last.dtype == root.dtype && ReadsOnlyAtOwnIndex(root, last, inputs);
   for (size_t j = 0; j < reduces.size(); ++j) {
     const Node& red = *reduces[j];
     const Node& x = *red.operands[0];

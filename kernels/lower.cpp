@@ -178,9 +178,11 @@ class Lowering {
     return true;
   }
 
-  // Whether node `r` is read only inside root `o`'s kernel, and there only as a per-row value:
-  // through elementwise ops of r's own shape (log of a sum, a mean) and then Expands back to
-  // o's shape (broadcast along the row).
+  // Whether node `r` is read only inside root `o`'s kernel, and there only as a value of the
+  // row being computed: every node of o's region on a path from o down to r is elementwise of
+  // o's shape (read at o's own index), a reduction taken into o's kernel (it reads its row), an
+  // Expand of a per-row value to o's shape, or elementwise of r's shape below such an Expand
+  // (log of a sum, a mean). A view on such a path (a transpose) would read other rows.
   bool OnlyReadBy(int r, int o) const {
     for (size_t k = 0; k < g_.nodes.size(); ++k) {
       if (!root_[k] || static_cast<int>(k) == o) continue;
@@ -188,23 +190,27 @@ class Lowering {
         if (i == r) return false;
       }
     }
-    const std::vector<int> region = Region(o);
-    const Shape& row_shape = g_.nodes[r]->shape;
-    std::vector<const Node*> per_row = {g_.nodes[r]};
-    absl::flat_hash_set<const Node*> seen;
-    while (!per_row.empty()) {
-      const Node* v = per_row.back();
-      per_row.pop_back();
-      if (!seen.insert(v).second) continue;
-      for (int i : region) {
-        const Node& user = *g_.nodes[i];
-        if (std::none_of(user.operands.begin(), user.operands.end(),
-                         [&](const ir::NodePtr& p) { return p.get() == v; }))
-          continue;
-        if (user.op == Op::kExpand && user.shape == g_.nodes[o]->shape) continue;
-        if (!ir::IsElementwise(user.op) || user.shape != row_shape) return false;
-        per_row.push_back(&user);
-      }
+    const Shape& row_shape = g_.nodes[o]->shape;
+    const Shape& value_shape = g_.nodes[r]->shape;
+    absl::flat_hash_map<int, bool> reaches;
+    std::function<bool(int)> reach = [&](int i) {
+      if (i == r) return true;
+      if (IsInput(i)) return false;
+      if (auto it = reaches.find(i); it != reaches.end()) return it->second;
+      bool any = false;
+      for (const ir::NodePtr& operand : g_.nodes[i]->operands)
+        any = reach(index_.at(operand.get())) || any;
+      reaches[i] = any;
+      return any;
+    };
+    for (int i : Region(o)) {
+      if (i == r || !reach(i)) continue;
+      const Node& n = *g_.nodes[i];
+      const bool ok =
+          (ir::IsElementwise(n.op) && (n.shape == row_shape || n.shape == value_shape)) ||
+          (ir::IsReduce(n.op) && n.operands[0]->shape == row_shape) ||
+          (n.op == Op::kExpand && n.shape == row_shape && n.operands[0]->shape == value_shape);
+      if (!ok) return false;
     }
     return true;
   }

@@ -970,6 +970,15 @@ TEST(OpsTest, RowKernelsMatchHost) {
     return centred / sqrt(var + 1e-5);
   };
   const Fn max_shift = [](const std::vector<Tensor>& x) { return x[0] - max(x[0], {-1}, true); };
+  // The result reads exp(x - max) at another row's index (a transpose): the row kernel must not
+  // take it from the rows it has stored so far.
+  const Fn transposed = [](const std::vector<Tensor>& x) {
+    Tensor e = exp(x[0] - max(x[0], {-1}, true));
+    return transpose(e, 0, 1) / sum(e, {-1}, true);
+  };
+  for (const Shape& shape : {Shape{16, 16}, Shape{37, 37}}) {
+    Check("row kernel, transposed read", transposed, {F(shape)}, ++seed, kTranscendental);
+  }
   for (const Fn* fn : {&softmax_last, &log_softmax_last, &scaled, &layer_norm, &max_shift}) {
     for (const Shape& shape : {Shape{16, 16}, Shape{20, 37}, Shape{17, 3, 40}}) {
       Check("row kernel", *fn, {F(shape)}, ++seed, kTranscendental);
