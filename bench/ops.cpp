@@ -282,53 +282,50 @@ int Ops(const std::vector<std::string>& argv) {
           row.kernels < 0 ? "-" : absl::StrCat(row.kernels).c_str());
       std::fflush(stdout);
     };
+    // A row timed back to back with its limit kernel. Where a row has a ratio target, the ratio
+    // decides `met` (absolute times vary between machines; the issue: "that ratio is what must
+    // hold") and the absolute target is shown; softmax has none, so its time and kernel count
+    // decide.
+    auto paired_row = [&](const char* name, const char* target, const char* limit_name,
+                          const char* ratio_target,
+                          const std::function<std::vector<Tensor>()>& make,
+                          const std::function<double()>& limit) {
+      Row r = MakeRow(name, 0, "ms", target);
+      const Paired p = TimePaired(repeat, &r.kernels, make, limit);
+      r.value = p.ms;
+      r.ratio = p.ratio;
+      r.limit = limit_name;
+      r.ratio_target = ratio_target;
+      return r;
+    };
+    auto triad = [&] { return limit_kernels.Triad(); };
+    auto read = [&] { return limit_kernels.Read(); };
+    auto copy = [&] { return limit_kernels.Copy(); };
     {
       Tensor a = Randn({kN}, 1), b = Randn({kN}, 2), c = Randn({kN}, 3);
-      Row r = MakeRow("w1_fused", 0, "ms", "<= 7.0");
-      const Paired w1 = TimePaired(
-          repeat, &r.kernels, [&] { return std::vector<Tensor>{relu(a * b + c) * 0.5 + tanh(a)}; },
-          [&] { return limit_kernels.Triad(); });
-      r.value = w1.ms;
-      r.ratio = w1.ratio;
-      r.limit = "of a*b+c";
-      r.ratio_target = "<= 1.15";
-      // Where a row has a ratio to a limit, the ratio decides (absolute times vary between
-      // machines; the issue: "that ratio is what must hold"); the absolute target is shown.
+      Row r = paired_row(
+          "w1_fused", "<= 7.0", "of a*b+c", "<= 1.15",
+          [&] { return std::vector<Tensor>{relu(a * b + c) * 0.5 + tanh(a)}; }, triad);
       r.met = r.ratio <= 1.15 && r.kernels == 1;
       add(r);
       std::printf("  %-32s %10.1f GB/s (3 reads + 1 write)\n", "w1_fused bandwidth",
                   4 * bytes / r.value / 1e6);
-      Row s = MakeRow("w2a_sum", 0, "ms", "<= 1.2");
-      const Paired total = TimePaired(
-          repeat, &s.kernels, [&] { return std::vector<Tensor>{sum(a)}; },
-          [&] { return limit_kernels.Read(); });
-      s.value = total.ms;
-      s.ratio = total.ratio;
-      s.limit = "of read-only pass";
-      s.ratio_target = "<= 1.2";
+      Row s = paired_row(
+          "w2a_sum", "<= 1.2", "of read-only pass", "<= 1.2",
+          [&] { return std::vector<Tensor>{sum(a)}; }, read);
       s.met = s.ratio <= 1.2;
       add(s);
     }
     {
       Tensor x = Randn({4096, 4096}, 4);
-      Row r = MakeRow("w2b_rowsum", 0, "ms", "<= 1.2");
-      const Paired rows = TimePaired(
-          repeat, &r.kernels, [&] { return std::vector<Tensor>{sum(x, {1})}; },
-          [&] { return limit_kernels.Read(); });
-      r.value = rows.ms;
-      r.ratio = rows.ratio;
-      r.limit = "of read-only pass";
-      r.ratio_target = "<= 1.2";
+      Row r = paired_row(
+          "w2b_rowsum", "<= 1.2", "of read-only pass", "<= 1.2",
+          [&] { return std::vector<Tensor>{sum(x, {1})}; }, read);
       r.met = r.ratio <= 1.2;
       add(r);
-      Row s = MakeRow("w2c_softmax", 0, "ms", "<= 4.5");
-      const Paired soft = TimePaired(
-          repeat, &s.kernels, [&] { return std::vector<Tensor>{softmax(x, 1)}; },
-          [&] { return limit_kernels.Copy(); });
-      s.value = soft.ms;
-      s.ratio = soft.ratio;
-      s.limit = "of copy";
-      s.ratio_target = "-";
+      Row s = paired_row(
+          "w2c_softmax", "<= 4.5", "of copy", "-",
+          [&] { return std::vector<Tensor>{softmax(x, 1)}; }, copy);
       s.met = s.value <= 4.5 && s.kernels == 1;
       add(s);
     }
