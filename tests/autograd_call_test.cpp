@@ -6,22 +6,13 @@
 
 #include "gtest/gtest.h"
 #include "lazycl/lazycl.h"
+#include "test_util.h"
 
 namespace lazycl {
 namespace {
 
-Device Cl() {
-  const Device d = default_env().device();
-  EXPECT_TRUE(d.is_opencl()) << d.str();
-  return d;
-}
-
-void ExpectNear(const Tensor& a, const Tensor& b, double tol = 1e-5) {
-  std::vector<float> x = a.to_vector<float>();
-  std::vector<float> y = b.to_vector<float>();
-  ASSERT_EQ(x.size(), y.size());
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol * (1 + std::fabs(y[i]))) << i;
-}
+using test::ExpectNear;
+const auto Cl = test::DefaultCl;
 
 std::vector<Tensor> Mlp(const std::vector<Tensor>& a) {
   Tensor h = tanh(matmul(a[0], a[1]) + a[2]);

@@ -7,22 +7,13 @@
 
 #include "gtest/gtest.h"
 #include "lazycl/lazycl.h"
+#include "test_util.h"
 
 namespace lazycl {
 namespace {
 
-Device Cl() {
-  const Device d = default_env().device();
-  EXPECT_TRUE(d.is_opencl()) << d.str();
-  return d;
-}
-
-void ExpectNear(const Tensor& a, const Tensor& b, double tol = 1e-5) {
-  ASSERT_EQ(a.shape(), b.shape());
-  std::vector<float> x = a.to_vector<float>();
-  std::vector<float> y = b.to_vector<float>();
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol * (1 + std::fabs(y[i]))) << i;
-}
+using test::ExpectNear;
+const auto Cl = test::DefaultCl;
 
 // One layer: h' = tanh(h W + b); y = sum(h' * h', 1).
 std::pair<Tensor, Tensor> Layer(const Tensor& h, const Tensor& w, const Tensor& b) {

@@ -1,6 +1,7 @@
 #pragma once
 
 // Helpers shared by the frontend tests.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "frontend/executor.h"
 #include "frontend/ir.h"
 #include "frontend/tensor_impl.h"
+#include "gtest/gtest.h"
 #include "lazycl/lazycl.h"
 
 namespace lazycl::test {
@@ -42,6 +44,22 @@ inline int NumParams(const std::vector<Tensor>& outputs) {
   std::vector<const ir::Node*> nodes;
   for (const Tensor& t : outputs) nodes.push_back(t.impl()->node.get());
   return frontend::BuildGraph(nodes, /*bind_offsets=*/false).graph.num_params;
+}
+
+// The device of the default environment, expected to be an OpenCL one.
+inline Device DefaultCl() {
+  const Device d = default_env().device();
+  EXPECT_TRUE(d.is_opencl()) << d.str();
+  return d;
+}
+
+// `a` has `b`'s shape and each element is within `tol` relative (plus `tol` absolute) of b's.
+inline void ExpectNear(const Tensor& a, const Tensor& b, double tol = 1e-5) {
+  ASSERT_EQ(a.shape(), b.shape());
+  std::vector<float> x = a.to_vector<float>();
+  std::vector<float> y = b.to_vector<float>();
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol * (1 + std::fabs(y[i]))) << i;
 }
 
 }  // namespace lazycl::test
