@@ -1,7 +1,7 @@
 #include "backend/cl_error.h"
 
 #include "absl/strings/str_cat.h"
-#include "backend/string_view.h"
+#include "base/string_view.h"
 
 namespace lazycl::backend {
 
@@ -149,7 +149,8 @@ bool IsClOutOfMemory(int code) {
 
 absl::Status ClStatus(int code, std::string_view what) {
   if (code == 0) return absl::OkStatus();
-  std::string message = absl::StrCat(Sv(what), " failed: ", Sv(ClErrorName(code)), " (", code, ")");
+  std::string message =
+      absl::StrCat(base::Sv(what), " failed: ", base::Sv(ClErrorName(code)), " (", code, ")");
   if (IsClOutOfMemory(code)) return absl::ResourceExhaustedError(message);
   if (code == -1 /* CL_DEVICE_NOT_FOUND */ || code == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */) {
     return absl::NotFoundError(message);

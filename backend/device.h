@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "backend/buffer_manager.h"
 #include "backend/device_select.h"
-#include "backend/settings.h"
+#include "base/settings.h"
 
 // One OpenCL device: its context and in-order queue, its buffers, its program cache and kernel
 // launches. This header is free of OpenCL types; the OpenCL C++ bindings stay in backend/*.cpp.
@@ -24,7 +24,7 @@ struct DeviceInfo {
   std::string vendor;
   std::string driver_version;
   std::string opencl_c_version;
-  DeviceType type = DeviceType::kOther;
+  base::DeviceType type = base::DeviceType::kOther;
   int compute_units = 0;
   int64_t global_mem_bytes = 0;
   int64_t max_alloc_bytes = 0;
@@ -62,7 +62,8 @@ class Device {
   // Opens candidate `index` of SelectDevices(Enumerate(), settings): a context and an in-order
   // queue with profiling enabled, a buffer manager honouring settings.device_memory_limit, and
   // a program cache on settings.kernel_cache_dir.
-  static absl::StatusOr<std::unique_ptr<Device>> Open(const Settings& settings, int index = 0);
+  static absl::StatusOr<std::unique_ptr<Device>> Open(const base::Settings& settings,
+                                                      int index = 0);
 
   ~Device();
   Device(const Device&) = delete;

@@ -5,11 +5,11 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "backend/check.h"
 #include "backend/cl_error.h"
-#include "backend/metrics_registry.h"
 #include "backend/pool_bins.h"
-#include "backend/string_view.h"
+#include "base/check.h"
+#include "base/metrics_registry.h"
+#include "base/string_view.h"
 
 namespace lazycl::backend {
 namespace {
@@ -91,14 +91,15 @@ absl::Status DeviceBuffers::OutOfMemory(size_t bin_bytes, std::string_view why) 
   std::string limit = memory_limit_ > 0
                           ? absl::StrCat(memory_limit_, " bytes (LAZYCL_DEVICE_MEMORY_LIMIT)")
                           : std::string("none set");
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "device out of memory (", Sv(why), "): requested ", bin_bytes, " bytes, live ", live_bytes_,
-      " bytes, peak ", peak_bytes_, " bytes, pooled ", pool_bytes_, " bytes, limit ", limit));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("device out of memory (", base::Sv(why), "): requested ", bin_bytes,
+                   " bytes, live ", live_bytes_, " bytes, peak ", peak_bytes_, " bytes, pooled ",
+                   pool_bytes_, " bytes, limit ", limit));
 }
 
 void DeviceBuffers::TrimPool() {
   pool_.clear();
-  if (pool_bytes_ != 0) metrics::Add("DevicePoolBytes", -pool_bytes_);
+  if (pool_bytes_ != 0) base::metrics::Add("DevicePoolBytes", -pool_bytes_);
   pool_bytes_ = 0;
 }
 
@@ -120,8 +121,8 @@ absl::StatusOr<cl::Buffer> DeviceBuffers::CreateFromDevice(size_t bin_bytes) {
                             ? HugePageBuffer(context_, bin_bytes, &err)
                             : cl::Buffer(context_, CL_MEM_READ_WRITE, bin_bytes, nullptr, &err);
     if (err == CL_SUCCESS) {
-      metrics::Add("DeviceAllocBytes", static_cast<int64_t>(bin_bytes));
-      metrics::Add("DeviceAllocCount", 1);
+      base::metrics::Add("DeviceAllocBytes", static_cast<int64_t>(bin_bytes));
+      base::metrics::Add("DeviceAllocCount", 1);
       return buffer;
     }
     if (!IsClOutOfMemory(err)) return ClStatus(err, "clCreateBuffer");
@@ -145,7 +146,7 @@ absl::Status DeviceBuffers::Allocate(Entry& entry) {
     entry.buffer = std::move(it->second.back());
     it->second.pop_back();
     pool_bytes_ -= static_cast<int64_t>(bin);
-    metrics::Add("DevicePoolBytes", -static_cast<int64_t>(bin));
+    base::metrics::Add("DevicePoolBytes", -static_cast<int64_t>(bin));
   } else {
     absl::StatusOr<cl::Buffer> buffer = CreateFromDevice(bin);
     if (!buffer.ok()) return buffer.status();
@@ -155,7 +156,7 @@ absl::Status DeviceBuffers::Allocate(Entry& entry) {
   entry.allocated = true;
   live_bytes_ += static_cast<int64_t>(bin);
   peak_bytes_ = std::max(peak_bytes_, live_bytes_);
-  metrics::AddLiveBytes(static_cast<int64_t>(bin));
+  base::metrics::AddLiveBytes(static_cast<int64_t>(bin));
   return absl::OkStatus();
 }
 
@@ -165,11 +166,11 @@ void DeviceBuffers::Free(Entry& entry, bool to_pool) {
   if (entry.bin_bytes == 0) return;
   const int64_t bin = static_cast<int64_t>(entry.bin_bytes);
   live_bytes_ -= bin;
-  metrics::AddLiveBytes(-bin);
+  base::metrics::AddLiveBytes(-bin);
   if (to_pool) {
     pool_[entry.bin_bytes].push_back(std::move(entry.buffer));
     pool_bytes_ += bin;
-    metrics::Add("DevicePoolBytes", bin);
+    base::metrics::Add("DevicePoolBytes", bin);
   }
   entry.buffer = cl::Buffer();
   entry.bin_bytes = 0;
@@ -198,9 +199,9 @@ absl::Status DeviceBuffers::Upload(BufferId id, const void* src, size_t offset, 
       }
     }
     if (err != CL_SUCCESS) return ClStatus(err, "clEnqueueWriteBuffer");
-    metrics::Add("TransferToDeviceBytes", static_cast<int64_t>(bytes));
-    metrics::Add("TransferToDeviceCount", 1);
-    metrics::RecordTime("TransferToDeviceTime", EventNanos(event));
+    base::metrics::Add("TransferToDeviceBytes", static_cast<int64_t>(bytes));
+    base::metrics::Add("TransferToDeviceCount", 1);
+    base::metrics::RecordTime("TransferToDeviceTime", EventNanos(event));
   }
   entry.written = true;
   return absl::OkStatus();
@@ -214,9 +215,9 @@ absl::Status DeviceBuffers::Download(BufferId id, void* dst, size_t offset, size
   cl::Event event;
   cl_int err = queue_.enqueueReadBuffer(entry.buffer, CL_TRUE, offset, bytes, dst, nullptr, &event);
   if (err != CL_SUCCESS) return ClStatus(err, "clEnqueueReadBuffer");
-  metrics::Add("TransferFromDeviceBytes", static_cast<int64_t>(bytes));
-  metrics::Add("TransferFromDeviceCount", 1);
-  metrics::RecordTime("TransferFromDeviceTime", EventNanos(event));
+  base::metrics::Add("TransferFromDeviceBytes", static_cast<int64_t>(bytes));
+  base::metrics::Add("TransferFromDeviceCount", 1);
+  base::metrics::RecordTime("TransferFromDeviceTime", EventNanos(event));
   return absl::OkStatus();
 }
 

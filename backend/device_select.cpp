@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "backend/string_view.h"
+#include "base/string_view.h"
 
 namespace lazycl::backend {
 namespace {
@@ -21,7 +21,8 @@ struct Filter {
 
 // absl 20220623 has no StrContainsIgnoreCase.
 bool ContainsIgnoreCase(std::string_view text, std::string_view needle) {
-  return absl::StrContains(absl::AsciiStrToLower(Sv(text)), absl::AsciiStrToLower(Sv(needle)));
+  return absl::StrContains(absl::AsciiStrToLower(base::Sv(text)),
+                           absl::AsciiStrToLower(base::Sv(needle)));
 }
 
 bool LooksNumeric(std::string_view value) {
@@ -41,10 +42,10 @@ absl::StatusOr<Filter> ParseFilter(std::string_view variable, std::string_view v
     return filter;
   }
   int64_t index = 0;
-  if (!absl::SimpleAtoi(Sv(value), &index) || index < 0 ||
+  if (!absl::SimpleAtoi(base::Sv(value), &index) || index < 0 ||
       index > std::numeric_limits<int>::max()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(Sv(variable), "=\"", Sv(value),
+        absl::StrCat(base::Sv(variable), "=\"", base::Sv(value),
                      "\" is malformed: expected a non-negative index or a name substring. "
                      "OpenCL devices found:\n",
                      DescribePlatforms(platforms)));
@@ -54,32 +55,32 @@ absl::StatusOr<Filter> ParseFilter(std::string_view variable, std::string_view v
   return filter;
 }
 
-bool TypeMatches(DeviceTypeFilter filter, DeviceType type) {
+bool TypeMatches(base::DeviceTypeFilter filter, base::DeviceType type) {
   switch (filter) {
-    case DeviceTypeFilter::kGpu:
-      return type == DeviceType::kGpu;
-    case DeviceTypeFilter::kCpu:
-      return type == DeviceType::kCpu;
-    case DeviceTypeFilter::kAccelerator:
-      return type == DeviceType::kAccelerator;
-    case DeviceTypeFilter::kDefault:
-    case DeviceTypeFilter::kAll:
+    case base::DeviceTypeFilter::kGpu:
+      return type == base::DeviceType::kGpu;
+    case base::DeviceTypeFilter::kCpu:
+      return type == base::DeviceType::kCpu;
+    case base::DeviceTypeFilter::kAccelerator:
+      return type == base::DeviceType::kAccelerator;
+    case base::DeviceTypeFilter::kDefault:
+    case base::DeviceTypeFilter::kAll:
       return true;
   }
   return true;
 }
 
-std::string_view FilterName(DeviceTypeFilter filter) {
+std::string_view FilterName(base::DeviceTypeFilter filter) {
   switch (filter) {
-    case DeviceTypeFilter::kGpu:
+    case base::DeviceTypeFilter::kGpu:
       return "gpu";
-    case DeviceTypeFilter::kCpu:
+    case base::DeviceTypeFilter::kCpu:
       return "cpu";
-    case DeviceTypeFilter::kAccelerator:
+    case base::DeviceTypeFilter::kAccelerator:
       return "accelerator";
-    case DeviceTypeFilter::kAll:
+    case base::DeviceTypeFilter::kAll:
       return "all";
-    case DeviceTypeFilter::kDefault:
+    case base::DeviceTypeFilter::kDefault:
       return "default";
   }
   return "default";
@@ -98,14 +99,15 @@ std::string DescribePlatforms(const std::vector<PlatformDesc>& platforms) {
     for (size_t d = 0; d < platform.devices.size(); ++d) {
       const DeviceDesc& device = platform.devices[d];
       absl::StrAppend(&out, "  device ", d, ": ", device.name, " [",
-                      Sv(DeviceTypeName(device.type)), ", driver ", device.driver_version, "]\n");
+                      base::Sv(base::DeviceTypeName(device.type)), ", driver ",
+                      device.driver_version, "]\n");
     }
   }
   return out;
 }
 
 absl::StatusOr<std::vector<DeviceChoice>> SelectDevices(const std::vector<PlatformDesc>& platforms,
-                                                        const Settings& settings) {
+                                                        const base::Settings& settings) {
   if (platforms.empty()) {
     return absl::NotFoundError(
         "no OpenCL platform found: install an OpenCL ICD (for a CPU, the Debian package "
@@ -143,11 +145,11 @@ absl::StatusOr<std::vector<DeviceChoice>> SelectDevices(const std::vector<Platfo
   }
 
   // Type filter. The default keeps GPUs when any of the remaining platforms has one.
-  DeviceTypeFilter type_filter = settings.device_type;
-  if (type_filter == DeviceTypeFilter::kDefault) {
+  base::DeviceTypeFilter type_filter = settings.device_type;
+  if (type_filter == base::DeviceTypeFilter::kDefault) {
     for (int p : platform_ids) {
       for (const DeviceDesc& device : platforms[p].devices) {
-        if (device.type == DeviceType::kGpu) type_filter = DeviceTypeFilter::kGpu;
+        if (device.type == base::DeviceType::kGpu) type_filter = base::DeviceTypeFilter::kGpu;
       }
     }
   }
@@ -162,7 +164,7 @@ absl::StatusOr<std::vector<DeviceChoice>> SelectDevices(const std::vector<Platfo
   if (candidates.empty()) {
     return absl::NotFoundError(absl::StrCat(
         "no OpenCL device matches LAZYCL_PLATFORM=\"", settings.platform,
-        "\" LAZYCL_DEVICE_TYPE=", Sv(FilterName(settings.device_type)), ". ", listing()));
+        "\" LAZYCL_DEVICE_TYPE=", base::Sv(FilterName(settings.device_type)), ". ", listing()));
   }
 
   // Device filter: an index counts among the candidates left so far.

@@ -4,14 +4,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "backend/settings.h"
+#include "base/settings.h"
 
 // Choosing an OpenCL device from descriptions alone: no OpenCL calls, so it is testable anywhere.
 namespace lazycl::backend {
 
 struct DeviceDesc {
   std::string name;
-  DeviceType type = DeviceType::kOther;
+  base::DeviceType type = base::DeviceType::kOther;
   std::string driver_version;
 };
 
@@ -33,7 +33,7 @@ struct DeviceChoice {
 // any GPU, and everything otherwise. No platform, a filter that matches nothing, an index out of
 // range or a malformed value is an error whose message lists every platform and device found.
 absl::StatusOr<std::vector<DeviceChoice>> SelectDevices(const std::vector<PlatformDesc>& platforms,
-                                                        const Settings& settings);
+                                                        const base::Settings& settings);
 
 // "platform 0: Portable Computing Language (The pocl project, OpenCL 3.0 ...)\n  device 0: ..."
 std::string DescribePlatforms(const std::vector<PlatformDesc>& platforms);

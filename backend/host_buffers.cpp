@@ -4,7 +4,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "backend/check.h"
+#include "base/check.h"
 
 namespace lazycl::backend {
 namespace {

@@ -6,17 +6,17 @@
 #include "backend/cl_error.h"
 #include "backend/device.h"
 #include "backend/device_buffers.h"
-#include "backend/metrics_registry.h"
 #include "backend/program_cache.h"
+#include "base/metrics_registry.h"
 
 namespace lazycl::backend {
 namespace {
 
-DeviceType TypeOf(cl_device_type type) {
-  if (type & CL_DEVICE_TYPE_GPU) return DeviceType::kGpu;
-  if (type & CL_DEVICE_TYPE_CPU) return DeviceType::kCpu;
-  if (type & CL_DEVICE_TYPE_ACCELERATOR) return DeviceType::kAccelerator;
-  return DeviceType::kOther;
+base::DeviceType TypeOf(cl_device_type type) {
+  if (type & CL_DEVICE_TYPE_GPU) return base::DeviceType::kGpu;
+  if (type & CL_DEVICE_TYPE_CPU) return base::DeviceType::kCpu;
+  if (type & CL_DEVICE_TYPE_ACCELERATOR) return base::DeviceType::kAccelerator;
+  return base::DeviceType::kOther;
 }
 
 // The OpenCL objects behind Enumerate's descriptions, index for index.
@@ -82,7 +82,7 @@ absl::StatusOr<std::vector<PlatformDesc>> Device::Enumerate() {
   return std::move(found->descs);
 }
 
-absl::StatusOr<std::unique_ptr<Device>> Device::Open(const Settings& settings, int index) {
+absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& settings, int index) {
   absl::StatusOr<Discovery> found = Discover();
   if (!found.ok()) return found.status();
   absl::StatusOr<std::vector<DeviceChoice>> choices = SelectDevices(found->descs, settings);
@@ -121,7 +121,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const Settings& settings, i
   if (err != CL_SUCCESS) return ClStatus(err, "clCreateCommandQueue");
   impl->buffers = std::make_unique<DeviceBuffers>(
       impl->context, impl->queue, settings.device_memory_limit, info.max_alloc_bytes,
-      info.type == DeviceType::kCpu &&
+      info.type == base::DeviceType::kCpu &&
           impl->device.getInfo<CL_DEVICE_HOST_UNIFIED_MEMORY>() == CL_TRUE);
   impl->programs = std::make_unique<ProgramCache>(
       impl->context, impl->device,
@@ -230,7 +230,7 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
   if (err != CL_SUCCESS) {
     return ClStatus(err, absl::StrCat("clEnqueueNDRangeKernel('", kernel->name(), "')"));
   }
-  metrics::Add("KernelLaunches", 1);
+  base::metrics::Add("KernelLaunches", 1);
   return absl::OkStatus();
 }
 

@@ -15,8 +15,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "backend/cl_error.h"
-#include "backend/metrics_registry.h"
-#include "backend/string_view.h"
+#include "base/metrics_registry.h"
+#include "base/string_view.h"
 
 #ifndef LAZYCL_VERSION_STRING
 #error "CMake defines LAZYCL_VERSION_STRING; it is part of the disk-cache key"
@@ -69,7 +69,7 @@ int64_t NanosSince(std::chrono::steady_clock::time_point start) {
 std::string NumberedSource(std::string_view source) {
   std::string out;
   int line = 1;
-  for (absl::string_view text : absl::StrSplit(Sv(source), '\n')) {
+  for (absl::string_view text : absl::StrSplit(base::Sv(source), '\n')) {
     absl::StrAppendFormat(&out, "%4d | %s\n", line++, text);
   }
   return out;
@@ -88,7 +88,7 @@ ProgramCache::ProgramCache(cl::Context context, cl::Device device, ProgramCacheI
 std::string ProgramCache::KeyText(std::string_view source, std::string_view options) const {
   return absl::StrCat("lazycl ", LAZYCL_VERSION_STRING, "\nplatform: ", identity_.platform_name,
                       "\ndevice: ", identity_.device_name, "\ndriver: ", identity_.driver_version,
-                      "\noptions: ", Sv(options), "\nsource:\n", Sv(source));
+                      "\noptions: ", base::Sv(options), "\nsource:\n", base::Sv(source));
 }
 
 std::string ProgramCache::CachePath(std::string_view source, std::string_view options) const {
@@ -108,15 +108,15 @@ absl::StatusOr<cl::Program> ProgramCache::BuildFromSource(std::string_view sourc
   cl::Program program(context_, std::string(source), /*build=*/false, &err);
   if (err != CL_SUCCESS) return ClStatus(err, "clCreateProgramWithSource");
   const std::string options_text(options);
-  metrics::Add("ProgramBuilds", 1);
+  base::metrics::Add("ProgramBuilds", 1);
   err = program.build({device_}, options_text.c_str());
-  metrics::RecordTime("CompileTime", NanosSince(start));
+  base::metrics::RecordTime("CompileTime", NanosSince(start));
   if (err != CL_SUCCESS) {
     cl_int log_err = CL_SUCCESS;
     std::string log = program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_, &log_err);
     return absl::InvalidArgumentError(
-        absl::StrCat("OpenCL program ", hash, " failed to build: ", Sv(ClErrorName(err)), " (", err,
-                     ")\noptions: ", Sv(options), "\n--- build log ---\n", log,
+        absl::StrCat("OpenCL program ", hash, " failed to build: ", base::Sv(ClErrorName(err)),
+                     " (", err, ")\noptions: ", base::Sv(options), "\n--- build log ---\n", log,
                      "\n--- source ---\n", NumberedSource(source)));
   }
   if (debug_ >= 1) {
@@ -169,8 +169,8 @@ bool ProgramCache::LoadFromDisk(const std::string& path, const std::string& key,
   const std::string options_text(options);
   err = loaded.build({device_}, options_text.c_str());
   if (err != CL_SUCCESS) return reject(ClErrorName(err));
-  metrics::Add("ProgramDiskCacheHits", 1);
-  metrics::RecordTime("CompileTime", NanosSince(start));
+  base::metrics::Add("ProgramDiskCacheHits", 1);
+  base::metrics::RecordTime("CompileTime", NanosSince(start));
   if (debug_ >= 1) {
     std::fprintf(stderr, "lazycl: loaded program %s from disk cache in %.1f ms\n", hash.c_str(),
                  MsSince(start));
@@ -221,7 +221,8 @@ void ProgramCache::SaveToDisk(const std::string& path, const std::string& key,
 absl::StatusOr<const Kernel*> ProgramCache::GetKernel(std::string_view source,
                                                       std::string_view options,
                                                       std::string_view name) {
-  std::string memory_key = absl::StrCat(Sv(options), absl::string_view("\0", 1), Sv(source));
+  std::string memory_key =
+      absl::StrCat(base::Sv(options), absl::string_view("\0", 1), base::Sv(source));
   auto it = programs_.find(memory_key);
   if (it == programs_.end()) {
     const std::string key = KeyText(source, options);
@@ -238,7 +239,7 @@ absl::StatusOr<const Kernel*> ProgramCache::GetKernel(std::string_view source,
   }
 
   Program& program = *it->second;
-  auto kernel_it = program.kernels.find(Sv(name));
+  auto kernel_it = program.kernels.find(base::Sv(name));
   if (kernel_it != program.kernels.end()) return kernel_it->second.get();
   cl_int err = CL_SUCCESS;
   const std::string name_text(name);
@@ -246,10 +247,12 @@ absl::StatusOr<const Kernel*> ProgramCache::GetKernel(std::string_view source,
   if (err == CL_INVALID_KERNEL_NAME) {
     cl_int names_err = CL_SUCCESS;
     std::string names = program.program.getInfo<CL_PROGRAM_KERNEL_NAMES>(&names_err);
-    return absl::NotFoundError(absl::StrCat("no kernel named '", Sv(name), "' in OpenCL program ",
-                                            program.hash, "; it defines: ", names));
+    return absl::NotFoundError(absl::StrCat("no kernel named '", base::Sv(name),
+                                            "' in OpenCL program ", program.hash,
+                                            "; it defines: ", names));
   }
-  if (err != CL_SUCCESS) return ClStatus(err, absl::StrCat("clCreateKernel('", Sv(name), "')"));
+  if (err != CL_SUCCESS)
+    return ClStatus(err, absl::StrCat("clCreateKernel('", base::Sv(name), "')"));
   auto owned = std::make_unique<Kernel>(std::move(kernel), name_text);
   const Kernel* result = owned.get();
   program.kernels.emplace(name_text, std::move(owned));

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/device.h"
-#include "backend/settings.h"
+#include "base/settings.h"
 #include "bench/commands.h"
 #include "bench/timing.h"
 #include "lazycl/metrics.h"
@@ -24,9 +24,9 @@ using backend::BufferId;
 using backend::Device;
 
 absl::StatusOr<std::unique_ptr<Device>> OpenWithCache(const std::string& cache_dir) {
-  const absl::StatusOr<backend::Settings>& process = backend::ProcessSettings();
+  const absl::StatusOr<base::Settings>& process = base::ProcessSettings();
   if (!process.ok()) return process.status();
-  backend::Settings settings = *process;
+  base::Settings settings = *process;
   settings.kernel_cache_dir = cache_dir;
   return Device::Open(settings);
 }

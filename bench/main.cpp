@@ -8,14 +8,14 @@
 #include "absl/strings/str_format.h"
 #include "backend/device.h"
 #include "backend/device_select.h"
-#include "backend/settings.h"
+#include "base/settings.h"
 #include "bench/commands.h"
 
 namespace lazycl::bench {
 
 using lazycl::backend::Device;
-using lazycl::backend::DeviceTypeName;
 using lazycl::backend::PlatformDesc;
+using lazycl::base::DeviceTypeName;
 
 int Devices(const std::vector<std::string>& args) {
   if (!args.empty()) {
@@ -27,7 +27,7 @@ int Devices(const std::vector<std::string>& args) {
     std::fprintf(stderr, "lazycl-bench: %s\n", std::string(platforms.status().message()).c_str());
     return 1;
   }
-  const absl::StatusOr<lazycl::backend::Settings>& settings = lazycl::backend::ProcessSettings();
+  const absl::StatusOr<lazycl::base::Settings>& settings = lazycl::base::ProcessSettings();
   if (!settings.ok()) {
     std::fprintf(stderr, "lazycl-bench: %s\n", std::string(settings.status().message()).c_str());
     return 1;
@@ -47,9 +47,9 @@ int Devices(const std::vector<std::string>& args) {
                       (*choices)[0].device == static_cast<int>(d);
       // Compute units and limits need the device opened; names and types do not.
       std::string cus = "-", mem = "-", param = "-";
-      lazycl::backend::Settings one = *settings;
+      lazycl::base::Settings one = *settings;
       one.platform = std::to_string(p);
-      one.device_type = lazycl::backend::DeviceTypeFilter::kAll;
+      one.device_type = lazycl::base::DeviceTypeFilter::kAll;
       one.device = std::to_string(d);
       one.kernel_cache_dir = "";
       if (absl::StatusOr<std::unique_ptr<Device>> device = Device::Open(one); device.ok()) {

@@ -20,9 +20,10 @@
 #include "bench/args.h"
 #include "bench/commands.h"
 #include "bench/timing.h"
-#include "frontend/executor.h"
-#include "frontend/runtime.h"
+#include "frontend/materialize.h"
 #include "lazycl/lazycl.h"
+#include "runtime/devices.h"
+#include "runtime/executor.h"
 
 namespace lazycl::bench {
 namespace {
@@ -77,7 +78,7 @@ void Check(const absl::Status& s) {
 // each workload can be timed back to back with its limit.
 class LimitKernels {
  public:
-  LimitKernels() : device_(frontend::OpenClDevice(0)) {
+  LimitKernels() : device_(runtime::OpenClDevice(0)) {
     backend::BufferManager& buffers = device_.buffers();
     const size_t bytes = static_cast<size_t>(kN) * 4;
     std::vector<float> host(static_cast<size_t>(kN), 1.0f);
@@ -257,7 +258,7 @@ int Ops(const std::vector<std::string>& argv) {
     return 2;
   }
   try {
-    const backend::DeviceInfo& info = frontend::OpenClDevice(0).info();
+    const backend::DeviceInfo& info = runtime::OpenClDevice(0).info();
     const std::string device =
         absl::StrCat(info.device_name, " (", info.platform_name, ", ", info.driver_version, ")");
     std::printf("lazycl-bench ops on %s, median of %d after warm-up\n", device.c_str(), repeat);
@@ -400,7 +401,7 @@ int Ops(const std::vector<std::string>& argv) {
         const auto start = std::chrono::steady_clock::now();
         Check(frontend::Materialize(impls, /*wait=*/false));
         const double ms = MsSince(start);
-        Check(frontend::OpenClDevice(0).Finish());
+        Check(runtime::OpenClDevice(0).Finish());
         return ms;
       };
       replay();

@@ -15,8 +15,8 @@
 #include "bench/commands.h"
 #include "bench/svg_chart.h"
 #include "bench/transfer.h"
-#include "frontend/runtime.h"
 #include "lazycl/lazycl.h"
+#include "runtime/devices.h"
 
 namespace lazycl::bench {
 namespace {
@@ -266,7 +266,7 @@ int Transfer(const std::vector<std::string>& argv) {
   const std::vector<Model> models =
       args.flag("sweep") ? SweepModels(base) : std::vector<Model>{base};
   try {
-    const backend::DeviceInfo& info = frontend::OpenClDevice(0).info();
+    const backend::DeviceInfo& info = runtime::OpenClDevice(0).info();
     const std::string device =
         absl::StrCat(info.device_name, " (", info.platform_name, ", ", info.driver_version, ")");
     std::printf("lazycl-bench transfer on %s\n", device.c_str());

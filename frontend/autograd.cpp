@@ -8,8 +8,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "frontend/dispatch.h"
-#include "frontend/throw.h"
 #include "lazycl/autograd.h"
 #include "lazycl/ops.h"
 
@@ -38,7 +38,7 @@ class OpGradFn : public GradFn {
     }
     if (std::shared_ptr<TensorImpl> out = output.lock(); out && out->node != expr)
       values[expr.get()] = out->node;
-    std::vector<ir::NodePtr> adjoints = Backprop({expr}, {g.impl()->node}, boundary, values);
+    std::vector<ir::NodePtr> adjoints = ir::Backprop({expr}, {g.impl()->node}, boundary, values);
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i]->requires_grad) continue;
       ir::NodePtr a = std::move(adjoints[i]);
@@ -63,10 +63,6 @@ void Accumulate(Tensor& into, const Tensor& add) {
   into = into.defined() ? lazycl::add(into, add) : add;
 }
 
-[[noreturn]] void Invalid(absl::string_view op, absl::string_view what) {
-  Throw(absl::InvalidArgumentError(absl::StrCat(op, ": ", what)));
-}
-
 std::string Describe(const TensorImpl& t) {
   return absl::StrCat(dtype_name(t.node->dtype), ir::ShapeString(t.node->shape), " on ",
                       t.device.str());
@@ -75,22 +71,24 @@ std::string Describe(const TensorImpl& t) {
 // The adjoint seed: grad_output, or ones for a one-element loss.
 Tensor Seed(const TensorImpl& loss, const Tensor* grad_output, absl::string_view op) {
   if (!loss.requires_grad) {
-    Invalid(op, absl::StrCat("the tensor (", Describe(loss),
-                             ") does not require grad: none of the tensors it was computed from "
-                             "requires grad (call requires_grad_() on the inputs first)"));
+    base::ThrowInvalid(
+        op, absl::StrCat("the tensor (", Describe(loss),
+                         ") does not require grad: none of the tensors it was computed from "
+                         "requires grad (call requires_grad_() on the inputs first)"));
   }
   if (grad_output == nullptr) {
     if (ir::NumElements(loss.node->shape) != 1) {
-      Invalid(op, absl::StrCat("the tensor (", Describe(loss),
-                               ") is not a scalar; a gradient can be implied only for a "
-                               "one-element tensor, so pass the gradient of its shape"));
+      base::ThrowInvalid(op, absl::StrCat("the tensor (", Describe(loss),
+                                          ") is not a scalar; a gradient can be implied only for a "
+                                          "one-element tensor, so pass the gradient of its shape"));
     }
     return Wrap(ir::MakeConstant(1, loss.node->dtype, loss.node->shape), loss.device);
   }
   const TensorImpl& g = ImplOf(*grad_output, op);
   if (g.node->shape != loss.node->shape || g.node->dtype != loss.node->dtype) {
-    Invalid(op, absl::StrCat("the gradient is ", Describe(g), " but the tensor is ", Describe(loss),
-                             "; they must have the same shape and dtype"));
+    base::ThrowInvalid(
+        op, absl::StrCat("the gradient is ", Describe(g), " but the tensor is ", Describe(loss),
+                         "; they must have the same shape and dtype"));
   }
   // Only its value: the seed never records.
   return Wrap(NodeOn(*grad_output, loss.device, op, 0), loss.device);
@@ -173,7 +171,7 @@ void RecordOp(const std::shared_ptr<TensorImpl>& result, ir::NodePtr expr,
   for (const OpInput& in : inputs) {
     if (in.node == expr) {  // an identity view: give the result a node of its own
       const bool same = out.node == expr;
-      expr = ValueOrThrow(ir::MakeReshape(expr, expr->shape));
+      expr = base::ValueOrThrow(ir::MakeReshape(expr, expr->shape));
       if (same) out.node = expr;
       break;
     }
@@ -234,7 +232,7 @@ std::vector<Tensor> Grad(const Tensor& loss, const std::vector<Tensor>& wrt,
   for (size_t i = 0; i < wrt.size(); ++i) {
     const TensorImpl& w = ImplOf(wrt[i], "grad");
     if (!w.requires_grad) {
-      frontend::Throw(absl::InvalidArgumentError(absl::StrCat(
+      base::Throw(absl::InvalidArgumentError(absl::StrCat(
           "grad: wrt[", i, "] (", frontend::Describe(w),
           ") does not require grad; call requires_grad_() on it before computing the loss")));
     }
@@ -256,7 +254,7 @@ std::vector<Tensor> Grad(const Tensor& loss, const std::vector<Tensor>& wrt,
       if (it != adj.leaves.end()) g = it->second;
     }
     if (!found) {
-      frontend::Throw(absl::InvalidArgumentError(
+      base::Throw(absl::InvalidArgumentError(
           absl::StrCat("grad: wrt[", i, "] (", frontend::Describe(w),
                        ") is not in the graph of the loss: the loss was not computed from it")));
     }
@@ -295,7 +293,7 @@ Tensor Tensor::detach() const {
   // record never sees the detached tensor and the original as one input.
   const ir::NodePtr& n = impl.node;
   out->node = n->op == ir::Op::kBuffer ? ir::MakeBuffer(n->storage, n->dtype, n->shape)
-                                       : frontend::ValueOrThrow(ir::MakeReshape(n, n->shape));
+                                       : base::ValueOrThrow(ir::MakeReshape(n, n->shape));
   out->device = impl.device;
   return Tensor(std::move(out));
 }

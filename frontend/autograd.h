@@ -5,8 +5,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "frontend/ir.h"
 #include "frontend/tensor_impl.h"
+#include "ir/autodiff.h"
+#include "ir/ir.h"
 #include "lazycl/tensor.h"
 
 // Reverse-mode autodiff as an IR-to-IR transformation.
@@ -46,17 +47,6 @@ class GradFn {
   // kept too (for their values); they get no adjoint.
   std::vector<std::shared_ptr<TensorImpl>> inputs;
 };
-
-// Reverse mode over the IR: given adjoints `seeds` of `roots` (a null seed is zero), the adjoint
-// of each of `targets` (null where it gets none). The walk does not go below targets. Values of
-// forward nodes are read through `values`: each node found there is replaced by the node given
-// (a computed buffer of the same value). Non-differentiable paths (comparisons, casts from
-// integers, a where's condition) carry no adjoint. max splits its adjoint evenly between tied
-// maxima; maximum/minimum split it evenly between equal operands.
-std::vector<ir::NodePtr> Backprop(const std::vector<ir::NodePtr>& roots,
-                                  const std::vector<ir::NodePtr>& seeds,
-                                  const std::vector<ir::NodePtr>& targets,
-                                  const absl::flat_hash_map<const ir::Node*, ir::NodePtr>& values);
 
 // An operand of an op as the op read it: the tensor, and the node it used for it (on the op's
 // device: for a host tensor used on a device, the uploaded copy).

@@ -8,18 +8,19 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "backend/host_buffers.h"
-#include "frontend/executor.h"
-#include "frontend/host_eval.h"
-#include "frontend/runtime.h"
-#include "frontend/storage.h"
-#include "frontend/throw.h"
+#include "base/status.h"
+#include "frontend/materialize.h"
 #include "frontend/trace_scope.h"
+#include "runtime/devices.h"
+#include "runtime/executor.h"
+#include "runtime/host_eval.h"
+#include "runtime/storage.h"
 
 namespace lazycl::frontend {
 
 const TensorImpl& ImplOf(const Tensor& t, absl::string_view op) {
   if (!t.defined())
-    Throw(absl::InvalidArgumentError(
+    base::Throw(absl::InvalidArgumentError(
         absl::StrCat(op, ": the tensor is undefined (default-constructed)")));
   return *t.impl();
 }
@@ -30,9 +31,9 @@ Device OpDevice(std::span<const Tensor* const> operands, absl::string_view op) {
     const Device d = ImplOf(*t, op).device;
     if (d.is_host()) continue;
     if (device.is_opencl() && device != d) {
-      Throw(absl::InvalidArgumentError(absl::StrCat(op, ": operands live on different devices, ",
-                                                    device.str(), " and ", d.str(),
-                                                    "; move one with to()")));
+      base::Throw(absl::InvalidArgumentError(
+          absl::StrCat(op, ": operands live on different devices, ", device.str(), " and ", d.str(),
+                       "; move one with to()")));
     }
     device = d;
   }
@@ -44,14 +45,14 @@ namespace {
 std::shared_ptr<ir::Storage> NewStorage(Device device, size_t bytes, std::string label) {
   backend::BufferManager* manager =
       device.is_host() ? static_cast<backend::BufferManager*>(&backend::HostMemory())
-                       : &OpenClDevice(device.index()).buffers();
+                       : &runtime::OpenClDevice(device.index()).buffers();
   return std::make_shared<ir::Storage>(device, manager, bytes, std::move(label));
 }
 
 // Computes a device tensor if it is pending; Error if that needs a placeholder's data.
 void Compute(const Tensor& t) {
   TensorImpl* impl = t.impl().get();
-  ThrowIfError(Materialize({impl}));
+  base::ThrowIfError(Materialize({impl}));
 }
 
 // Where a view's elements lie in its buffer when they are one contiguous run: `leaf` is the
@@ -95,7 +96,7 @@ std::optional<BufferRange> ReadableRange(const ir::Node& n) {
 
 Tensor FromHostBytes(const void* data, size_t bytes, DType dtype, ir::Shape shape, Device device) {
   auto storage = NewStorage(device, bytes, absl::StrCat(dtype_name(dtype), ir::ShapeString(shape)));
-  ThrowIfError(storage->manager().Upload(storage->id(), data, 0, bytes));
+  base::ThrowIfError(storage->manager().Upload(storage->id(), data, 0, bytes));
   auto impl = std::make_shared<TensorImpl>();
   impl->node = ir::MakeBuffer(std::move(storage), dtype, std::move(shape));
   impl->device = device;
@@ -105,7 +106,7 @@ Tensor FromHostBytes(const void* data, size_t bytes, DType dtype, ir::Shape shap
 Tensor Transfer(const Tensor& t, Device to) {
   const TensorImpl& impl = ImplOf(t, "to");
   if (impl.device == to) return t;
-  if (to.is_opencl()) OpenClDevice(to.index());  // a bad index fails here, before any work
+  if (to.is_opencl()) runtime::OpenClDevice(to.index());  // a bad index fails here, before any work
   std::shared_ptr<ir::Storage> host;
   const ir::Node* leaf = impl.node.get();
   if (auto range = ReadableRange(*leaf); range.has_value() && !impl.device.is_host()) {
@@ -114,9 +115,9 @@ Tensor Transfer(const Tensor& t, Device to) {
     const size_t bytes =
         static_cast<size_t>(ir::NumElements(leaf->shape)) * dtype_size(leaf->dtype);
     host = NewStorage(Device::host(), bytes, "download");
-    ThrowIfError(backend::HostMemory().PrepareWrite(host->id()));
+    base::ThrowIfError(backend::HostMemory().PrepareWrite(host->id()));
     if (bytes > 0) {
-      ThrowIfError(range->leaf->storage->manager().Download(
+      base::ThrowIfError(range->leaf->storage->manager().Download(
           range->leaf->storage->id(), backend::HostMemory().Data(host->id()),
           static_cast<size_t>(range->offset) * dtype_size(leaf->dtype), bytes));
     }
@@ -124,14 +125,14 @@ Tensor Transfer(const Tensor& t, Device to) {
     Compute(t);
     leaf = impl.node.get();
     if (leaf->storage->placeholder() && !leaf->storage->manager().IsWritten(leaf->storage->id())) {
-      Throw(absl::FailedPreconditionError(PlaceholderMessage(*leaf, impl.device)));
+      base::Throw(absl::FailedPreconditionError(runtime::PlaceholderMessage(*leaf, impl.device)));
     }
     // Host memory is readable in place; a device buffer is read back into host memory first.
     host = leaf->storage;
     if (!impl.device.is_host()) {
       host = NewStorage(Device::host(), leaf->storage->bytes(), "download");
-      ThrowIfError(backend::HostMemory().PrepareWrite(host->id()));
-      ThrowIfError(leaf->storage->manager().Download(
+      base::ThrowIfError(backend::HostMemory().PrepareWrite(host->id()));
+      base::ThrowIfError(leaf->storage->manager().Download(
           leaf->storage->id(), backend::HostMemory().Data(host->id()), 0, leaf->storage->bytes()));
     }
   }
@@ -151,37 +152,37 @@ Tensor Transfer(const Tensor& t, Device to) {
 ir::NodePtr NodeOn(const Tensor& t, Device device, absl::string_view op, int operand) {
   const TensorImpl& impl = ImplOf(t, op);
   if (impl.device == device) return impl.node;
-  const backend::TransferGuard guard = Settings().transfer_guard;
+  const base::TransferGuard guard = base::CurrentSettings().transfer_guard;
   const std::string what =
       absl::StrCat(op, ": operand ", operand, " (", dtype_name(impl.node->dtype),
                    ir::ShapeString(impl.node->shape), " on ", impl.device.str(),
                    ") is implicitly moved to ", device.str());
-  if (guard == backend::TransferGuard::kDisallow) {
-    Throw(absl::FailedPreconditionError(
+  if (guard == base::TransferGuard::kDisallow) {
+    base::Throw(absl::FailedPreconditionError(
         absl::StrCat(what,
                      ", and LAZYCL_TRANSFER_GUARD=disallow forbids implicit "
                      "transfers; move it explicitly with to()")));
   }
-  if (guard == backend::TransferGuard::kLog) std::fprintf(stderr, "lazycl: %s\n", what.c_str());
+  if (guard == base::TransferGuard::kLog) std::fprintf(stderr, "lazycl: %s\n", what.c_str());
   return Transfer(t, device).impl()->node;
 }
 
 Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device, std::span<const OpInput> inputs) {
-  if (!node.ok()) Throw(node.status());
+  if (!node.ok()) base::Throw(node.status());
   auto impl = std::make_shared<TensorImpl>();
   impl->device = device;
   const bool record = is_floating((*node)->dtype) && AnyRequiresGrad(inputs);
   if (device.is_host()) {
     const ir::Shape shape = (*node)->shape;
     const DType dtype = (*node)->dtype;
-    impl->node = ir::MakeBuffer(ValueOrThrow(EvaluateOnHost(*node)), dtype, shape);
+    impl->node = ir::MakeBuffer(base::ValueOrThrow(runtime::EvaluateOnHost(*node)), dtype, shape);
     if (record) RecordOp(impl, *std::move(node), inputs);
     return Tensor(std::move(impl));
   }
   impl->node = *std::move(node);
   if (record) RecordOp(impl, impl->node, inputs);
-  if (impl->node->pending > kMaxPendingNodes && !TraceScope::active())
-    ThrowIfError(Materialize({impl.get()}));
+  if (impl->node->pending > runtime::kMaxPendingNodes && !TraceScope::active())
+    base::ThrowIfError(Materialize({impl.get()}));
   return Tensor(std::move(impl));
 }
 

@@ -5,8 +5,8 @@
 
 #include "absl/strings/string_view.h"
 #include "frontend/autograd.h"
-#include "frontend/ir.h"
 #include "frontend/tensor_impl.h"
+#include "ir/ir.h"
 #include "lazycl/tensor.h"
 
 // How ops reach the IR: which device an op runs on, how operands get there, and how a new node

@@ -7,24 +7,24 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "backend/host_buffers.h"
+#include "base/status.h"
 #include "frontend/dispatch.h"
-#include "frontend/runtime.h"
-#include "frontend/storage.h"
 #include "frontend/tensor_impl.h"
-#include "frontend/throw.h"
 #include "lazycl/env.h"
+#include "runtime/devices.h"
+#include "runtime/storage.h"
 
 namespace lazycl {
 namespace {
 
-using frontend::Throw;
+using base::Throw;
 
 Device Resolve(const std::optional<Device>& device) { return device ? *device : default_device(); }
 
 void CheckShape(const std::vector<int64_t>& shape, absl::string_view op) {
   for (int64_t d : shape) {
     if (d < 0) {
-      Throw(absl::InvalidArgumentError(
+      base::Throw(absl::InvalidArgumentError(
           absl::StrCat(op, ": shape ", ir::ShapeString(shape), " has a negative dimension")));
     }
   }
@@ -35,7 +35,7 @@ Tensor FromVector(const std::vector<T>& data, std::vector<int64_t> shape, DType 
                   std::optional<Device> device) {
   CheckShape(shape, "tensor");
   if (ir::NumElements(shape) != static_cast<int64_t>(data.size())) {
-    Throw(absl::InvalidArgumentError(
+    base::Throw(absl::InvalidArgumentError(
         absl::StrCat("tensor: ", data.size(), " values do not fill shape ", ir::ShapeString(shape),
                      " (", ir::NumElements(shape), " elements)")));
   }
@@ -60,7 +60,7 @@ Tensor Random(std::vector<int64_t> shape, DType dtype, std::optional<Device> dev
               const auto& sample) {
   CheckShape(shape, op);
   if (dtype != DType::f32) {
-    Throw(absl::InvalidArgumentError(
+    base::Throw(absl::InvalidArgumentError(
         absl::StrCat(op, ": expected a floating dtype, got ", dtype_name(dtype))));
   }
   std::vector<float> values(static_cast<size_t>(ir::NumElements(shape)));
@@ -103,9 +103,10 @@ Tensor ones(std::vector<int64_t> shape, DType dtype, std::optional<Device> devic
 }
 
 Tensor arange(int64_t n, DType dtype, std::optional<Device> device) {
-  if (n < 0) Throw(absl::InvalidArgumentError(absl::StrCat("arange: n = ", n, " is negative")));
+  if (n < 0)
+    base::Throw(absl::InvalidArgumentError(absl::StrCat("arange: n = ", n, " is negative")));
   if (dtype == DType::boolean)
-    Throw(absl::InvalidArgumentError("arange: bool is not a numeric dtype"));
+    base::Throw(absl::InvalidArgumentError("arange: bool is not a numeric dtype"));
   return frontend::Wrap(ir::MakeIota(dtype, n), Resolve(device));
 }
 
@@ -127,12 +128,12 @@ Tensor rand(std::vector<int64_t> shape, uint64_t seed, double low, double high, 
 Tensor placeholder(std::vector<int64_t> shape, DType dtype, Device device, bool requires_grad) {
   CheckShape(shape, "placeholder");
   if (requires_grad && !is_floating(dtype)) {
-    Throw(absl::InvalidArgumentError(absl::StrCat(
+    base::Throw(absl::InvalidArgumentError(absl::StrCat(
         "placeholder: only floating tensors can require gradients, got ", dtype_name(dtype))));
   }
   backend::BufferManager* manager =
       device.is_host() ? static_cast<backend::BufferManager*>(&backend::HostMemory())
-                       : &frontend::OpenClDevice(device.index()).buffers();
+                       : &runtime::OpenClDevice(device.index()).buffers();
   const size_t bytes = static_cast<size_t>(ir::NumElements(shape)) * dtype_size(dtype);
   auto storage = std::make_shared<ir::Storage>(
       device, manager, bytes,

@@ -7,18 +7,18 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
-#include "frontend/ir.h"
 #include "frontend/tensor_impl.h"
-#include "frontend/throw.h"
 #include "frontend/trace_scope.h"
+#include "ir/ir.h"
 #include "lazycl/env.h"
 #include "lazycl/factories.h"
 
 namespace lazycl {
 
-using frontend::Throw;
+using base::Throw;
 
 // The traced form of a function. The placeholders keep their (declared, never allocated)
 // buffers alive so that the traced IR stays valid; the outputs are IR over them.
@@ -95,7 +95,7 @@ const Function& BackwardOf(const std::shared_ptr<const Function::State>& state) 
       }
       const std::vector<int> diff = DifferentiableArgs(*s);
       for (int i : diff) targets.push_back(in[i].impl()->node);
-      std::vector<ir::NodePtr> adjoints = frontend::Backprop(roots, seeds, targets, {});
+      std::vector<ir::NodePtr> adjoints = ir::Backprop(roots, seeds, targets, {});
       std::vector<Tensor> grads;
       for (size_t t = 0; t < diff.size(); ++t) {
         grads.push_back(adjoints[t] ? frontend::Wrap(adjoints[t], s->device)
@@ -153,11 +153,11 @@ class CallGradFn : public frontend::GradFn {
 
 Function trace(Fn fn, std::vector<TensorSpec> args, Device device) {
   if (!device.is_opencl()) {
-    Throw(absl::InvalidArgumentError(
+    base::Throw(absl::InvalidArgumentError(
         absl::StrCat("trace: functions are traced for an OpenCL device, got ", device.str(),
                      "; host tensors run eagerly without tracing")));
   }
-  if (!fn) Throw(absl::InvalidArgumentError("trace: the function is empty"));
+  if (!fn) base::Throw(absl::InvalidArgumentError("trace: the function is empty"));
   auto state = std::make_shared<Function::State>();
   state->specs = std::move(args);
   state->device = device;
@@ -174,7 +174,7 @@ Function trace(Fn fn, std::vector<TensorSpec> args, Device device) {
   for (size_t i = 0; i < state->outputs.size(); ++i) {
     const Tensor& out = state->outputs[i];
     if (!out.defined())
-      Throw(absl::InvalidArgumentError(absl::StrCat("trace: output ", i, " is undefined")));
+      base::Throw(absl::InvalidArgumentError(absl::StrCat("trace: output ", i, " is undefined")));
     roots.push_back(out.impl()->node.get());
   }
   const auto read = LeafStorages(roots);
@@ -188,14 +188,14 @@ Function trace(Fn fn, std::vector<TensorSpec> args, Device device) {
 std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const {
   const State& s = *state_;
   if (args.size() != s.specs.size()) {
-    Throw(absl::InvalidArgumentError(
+    base::Throw(absl::InvalidArgumentError(
         absl::StrCat("Function: expected ", s.specs.size(), " arguments, got ", args.size())));
   }
   for (size_t i = 0; i < args.size(); ++i) {
     const TensorImpl& impl = frontend::ImplOf(args[i], "Function");
     const TensorSpec& spec = s.specs[i];
     if (impl.node->shape != spec.shape || impl.node->dtype != spec.dtype) {
-      Throw(absl::InvalidArgumentError(absl::StrCat(
+      base::Throw(absl::InvalidArgumentError(absl::StrCat(
           "Function: argument ", i, " is ", SpecString(impl.node->shape, impl.node->dtype),
           ", expected ", SpecString(spec.shape, spec.dtype))));
     }
@@ -216,7 +216,7 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
     impl->node = substituted[k];
     // A result that is an argument (or another result) gets a node of its own, so that no two
     // tensors share a node in a gradient record.
-    if (record) impl->node = frontend::ValueOrThrow(ir::MakeReshape(impl->node, impl->node->shape));
+    if (record) impl->node = base::ValueOrThrow(ir::MakeReshape(impl->node, impl->node->shape));
     impl->device = s.outputs[k].device();
     results.push_back(Tensor(std::move(impl)));
   }

@@ -9,37 +9,33 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status.h"
 #include "frontend/dispatch.h"
-#include "frontend/ir.h"
-#include "frontend/throw.h"
+#include "ir/ir.h"
 
 namespace lazycl {
 namespace {
 
+using base::Throw;
+using base::ValueOrThrow;
 using frontend::NodeOn;
-using frontend::Throw;
-using frontend::ValueOrThrow;
 using frontend::Wrap;
 using ir::NodePtr;
 using ir::Op;
 using ir::Shape;
 
-[[noreturn]] void Invalid(absl::string_view op, absl::string_view what) {
-  Throw(absl::InvalidArgumentError(absl::StrCat(op, ": ", what)));
-}
-
 int64_t NormalizeDim(int64_t dim, int64_t rank, absl::string_view op, bool inclusive_end = false) {
   const int64_t limit = inclusive_end ? rank + 1 : rank;
   if (dim < -limit || dim >= limit) {
-    Invalid(op, absl::StrCat("dim ", dim, " is out of range for a tensor of rank ", rank,
-                             " (expected ", -limit, " <= dim < ", limit, ")"));
+    base::ThrowInvalid(op, absl::StrCat("dim ", dim, " is out of range for a tensor of rank ", rank,
+                                        " (expected ", -limit, " <= dim < ", limit, ")"));
   }
   return dim < 0 ? dim + limit : dim;
 }
 
 NodePtr CastNode(NodePtr n, DType dtype) {
   if (n->dtype == dtype) return n;
-  return ValueOrThrow(ir::MakeCast(std::move(n), dtype));
+  return base::ValueOrThrow(ir::MakeCast(std::move(n), dtype));
 }
 
 Shape BroadcastShapes(const std::vector<const Shape*>& shapes, absl::string_view op) {
@@ -56,9 +52,9 @@ Shape BroadcastShapes(const std::vector<const Shape*>& shapes, absl::string_view
       } else if (v != 1 && v != o) {
         std::vector<std::string> names;
         for (const Shape* t : shapes) names.push_back(ir::ShapeString(*t));
-        Invalid(op, absl::StrCat("shapes ", absl::StrJoin(names, " and "),
-                                 " cannot be broadcast together (dim ", offset + d, ": ", o, " vs ",
-                                 v, ")"));
+        base::ThrowInvalid(op, absl::StrCat("shapes ", absl::StrJoin(names, " and "),
+                                            " cannot be broadcast together (dim ", offset + d, ": ",
+                                            o, " vs ", v, ")"));
       }
     }
   }
@@ -70,10 +66,10 @@ NodePtr BroadcastNode(NodePtr n, const Shape& shape) {
   if (n->shape.size() < shape.size()) {
     Shape padded(shape.size() - n->shape.size(), 1);
     padded.insert(padded.end(), n->shape.begin(), n->shape.end());
-    n = ValueOrThrow(ir::MakeReshape(std::move(n), std::move(padded)));
+    n = base::ValueOrThrow(ir::MakeReshape(std::move(n), std::move(padded)));
   }
   if (n->shape == shape) return n;
-  return ValueOrThrow(ir::MakeExpand(std::move(n), shape));
+  return base::ValueOrThrow(ir::MakeExpand(std::move(n), shape));
 }
 
 // A scalar as a rank-0 Constant on the other operand's device, in the dtype it computes in.
@@ -119,7 +115,7 @@ std::vector<int64_t> ReduceAxes(const Tensor& x, std::vector<int64_t> dims, absl
   for (int64_t& d : dims) d = NormalizeDim(d, rank, op);
   std::sort(dims.begin(), dims.end());
   if (std::adjacent_find(dims.begin(), dims.end()) != dims.end()) {
-    Invalid(op, absl::StrCat("dims (", absl::StrJoin(dims, ","), ") repeat a dim"));
+    base::ThrowInvalid(op, absl::StrCat("dims (", absl::StrJoin(dims, ","), ") repeat a dim"));
   }
   return dims;
 }
@@ -130,14 +126,14 @@ Tensor Reduce(Op op, const Tensor& x, std::vector<int64_t> dims, bool keepdim,
   const Device device = frontend::OpDevice({&x}, name);
   const NodePtr x0 = NodeOn(x, device, name, 0);
   NodePtr n = CastNode(x0, compute);
-  NodePtr r = ValueOrThrow(ir::MakeReduce(op, std::move(n), axes));
+  NodePtr r = base::ValueOrThrow(ir::MakeReduce(op, std::move(n), axes));
   if (!keepdim) {
     Shape kept;
     for (size_t d = 0; d < r->shape.size(); ++d) {
       if (!std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(d)))
         kept.push_back(r->shape[d]);
     }
-    r = ValueOrThrow(ir::MakeReshape(std::move(r), std::move(kept)));
+    r = base::ValueOrThrow(ir::MakeReshape(std::move(r), std::move(kept)));
   }
   return Wrap(std::move(r), device, {{&x, x0}});
 }
@@ -188,8 +184,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Device device = frontend::OpDevice({&cond, &a, &b}, "where");
   NodePtr c = NodeOn(cond, device, "where", 0);
   if (c->dtype != DType::boolean) {
-    Invalid("where",
-            absl::StrCat("the condition must be a bool tensor, got ", dtype_name(c->dtype)));
+    base::ThrowInvalid(
+        "where", absl::StrCat("the condition must be a bool tensor, got ", dtype_name(c->dtype)));
   }
   const NodePtr a0 = NodeOn(a, device, "where", 1);
   const NodePtr b0 = NodeOn(b, device, "where", 2);
@@ -231,17 +227,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   NodePtr x = a0;
   NodePtr y = b0;
   if (x->shape.size() < 2 || y->shape.size() < 2) {
-    Invalid("matmul", absl::StrCat("expected operands of rank >= 2, got ",
-                                   ir::ShapeString(x->shape), " and ", ir::ShapeString(y->shape)));
+    base::ThrowInvalid(
+        "matmul", absl::StrCat("expected operands of rank >= 2, got ", ir::ShapeString(x->shape),
+                               " and ", ir::ShapeString(y->shape)));
   }
   const int64_t k = x->shape.back();
   if (k != y->shape[y->shape.size() - 2]) {
-    Invalid("matmul", absl::StrCat("inner dimensions differ: ", ir::ShapeString(x->shape), " @ ",
-                                   ir::ShapeString(y->shape), " (", k, " vs ",
-                                   y->shape[y->shape.size() - 2], ")"));
+    base::ThrowInvalid("matmul",
+                       absl::StrCat("inner dimensions differ: ", ir::ShapeString(x->shape), " @ ",
+                                    ir::ShapeString(y->shape), " (", k, " vs ",
+                                    y->shape[y->shape.size() - 2], ")"));
   }
   if (x->dtype == DType::boolean || y->dtype == DType::boolean) {
-    Invalid("matmul", "bool operands are not supported; cast them first");
+    base::ThrowInvalid("matmul", "bool operands are not supported; cast them first");
   }
   const DType dtype = promote(x->dtype, y->dtype);
   const Shape xb(x->shape.begin(), x->shape.end() - 2);
@@ -263,17 +261,20 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape) {
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == -1) {
       if (infer >= 0)
-        Invalid("reshape", absl::StrCat("only one dim of ", ir::ShapeString(shape), " can be -1"));
+        base::ThrowInvalid("reshape",
+                           absl::StrCat("only one dim of ", ir::ShapeString(shape), " can be -1"));
       infer = static_cast<int>(d);
     } else if (shape[d] < 0) {
-      Invalid("reshape", absl::StrCat("invalid size ", shape[d], " in ", ir::ShapeString(shape)));
+      base::ThrowInvalid("reshape",
+                         absl::StrCat("invalid size ", shape[d], " in ", ir::ShapeString(shape)));
     } else {
       known *= shape[d];
     }
   }
   if (infer >= 0) {
     if (known == 0 || numel % known != 0) {
-      Invalid("reshape", absl::StrCat("cannot reshape ", ir::ShapeString(x.shape()), " (", numel,
+      base::ThrowInvalid("reshape",
+                         absl::StrCat("cannot reshape ", ir::ShapeString(x.shape()), " (", numel,
                                       " elements) to ", ir::ShapeString(shape)));
     }
     shape[infer] = numel / known;
@@ -287,7 +288,8 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape) {
 Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
   const int64_t rank = x.dim();
   if (static_cast<int64_t>(dims.size()) != rank) {
-    Invalid("permute", absl::StrCat("got ", dims.size(), " dims (", absl::StrJoin(dims, ","),
+    base::ThrowInvalid("permute",
+                       absl::StrCat("got ", dims.size(), " dims (", absl::StrJoin(dims, ","),
                                     ") for a tensor of rank ", rank));
   }
   for (int64_t& d : dims) d = NormalizeDim(d, rank, "permute");
@@ -313,8 +315,8 @@ Tensor broadcast_to(const Tensor& x, std::vector<int64_t> shape) {
   }
   for (int64_t d : shape) ok = ok && d >= 0;
   if (!ok) {
-    Invalid("broadcast_to", absl::StrCat("cannot broadcast ", ir::ShapeString(from), " to ",
-                                         ir::ShapeString(shape)));
+    base::ThrowInvalid("broadcast_to", absl::StrCat("cannot broadcast ", ir::ShapeString(from),
+                                                    " to ", ir::ShapeString(shape)));
   }
   return View(x, "broadcast_to", [&](NodePtr n) { return BroadcastNode(std::move(n), shape); });
 }
@@ -347,15 +349,15 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
   dim = NormalizeDim(dim, x.dim(), "squeeze");
   std::vector<int64_t> shape = x.shape();
   if (shape[dim] != 1) {
-    Invalid("squeeze", absl::StrCat("dim ", dim, " of ", ir::ShapeString(shape), " has size ",
-                                    shape[dim], ", not 1"));
+    base::ThrowInvalid("squeeze", absl::StrCat("dim ", dim, " of ", ir::ShapeString(shape),
+                                               " has size ", shape[dim], ", not 1"));
   }
   shape.erase(shape.begin() + dim);
   return reshape(x, shape);
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  if (tensors.empty()) Invalid("cat", "expected at least one tensor");
+  if (tensors.empty()) base::ThrowInvalid("cat", "expected at least one tensor");
   std::vector<const Tensor*> ptrs;
   for (const Tensor& t : tensors) {
     frontend::ImplOf(t, "cat");
@@ -363,7 +365,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   const Shape& first = tensors[0].impl()->node->shape;
   const int64_t rank = static_cast<int64_t>(first.size());
-  if (rank == 0) Invalid("cat", "cannot concatenate rank-0 tensors; stack them instead");
+  if (rank == 0) base::ThrowInvalid("cat", "cannot concatenate rank-0 tensors; stack them instead");
   dim = NormalizeDim(dim, rank, "cat");
   DType dtype = tensors[0].dtype();
   int64_t total = 0;
@@ -372,9 +374,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     bool ok = static_cast<int64_t>(s.size()) == rank;
     for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || s[d] == first[d];
     if (!ok) {
-      Invalid("cat",
-              absl::StrCat("tensor ", i, " has shape ", ir::ShapeString(s), " but tensor 0 has ",
-                           ir::ShapeString(first), "; all dims but ", dim, " must match"));
+      base::ThrowInvalid(
+          "cat", absl::StrCat("tensor ", i, " has shape ", ir::ShapeString(s), " but tensor 0 has ",
+                              ir::ShapeString(first), "; all dims but ", dim, " must match"));
     }
     total += s[dim];
     dtype = promote(dtype, tensors[i].dtype());
@@ -395,22 +397,23 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     std::vector<int64_t> before(rank, 0);
     before[dim] = offset;
     offset += extent;
-    if (n->shape != out) n = ValueOrThrow(ir::MakePad(std::move(n), std::move(before), out));
-    acc = acc ? ValueOrThrow(ir::MakeBinary(Op::kAdd, std::move(acc), std::move(n))) : std::move(n);
+    if (n->shape != out) n = base::ValueOrThrow(ir::MakePad(std::move(n), std::move(before), out));
+    acc = acc ? base::ValueOrThrow(ir::MakeBinary(Op::kAdd, std::move(acc), std::move(n)))
+              : std::move(n);
   }
   return Wrap(CastNode(std::move(acc), dtype), device, inputs);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  if (tensors.empty()) Invalid("stack", "expected at least one tensor");
+  if (tensors.empty()) base::ThrowInvalid("stack", "expected at least one tensor");
   const int64_t rank = tensors[0].dim();
   dim = NormalizeDim(dim, rank, "stack", /*inclusive_end=*/true);
   std::vector<Tensor> parts;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].shape() != tensors[0].shape()) {
-      Invalid("stack",
-              absl::StrCat("tensor ", i, " has shape ", ir::ShapeString(tensors[i].shape()),
-                           " but tensor 0 has ", ir::ShapeString(tensors[0].shape())));
+      base::ThrowInvalid(
+          "stack", absl::StrCat("tensor ", i, " has shape ", ir::ShapeString(tensors[i].shape()),
+                                " but tensor 0 has ", ir::ShapeString(tensors[0].shape())));
     }
     parts.push_back(unsqueeze(tensors[i], dim));
   }

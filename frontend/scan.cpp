@@ -6,27 +6,25 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
-#include "frontend/executor.h"
-#include "frontend/ir.h"
-#include "frontend/runtime.h"
 #include "frontend/tensor_impl.h"
-#include "frontend/throw.h"
 #include "frontend/trace_scope.h"
+#include "ir/ir.h"
 #include "lazycl/factories.h"
 #include "lazycl/function.h"
 #include "lazycl/ops.h"
+#include "runtime/devices.h"
+#include "runtime/executor.h"
 
 namespace lazycl {
 namespace {
 
-using frontend::Throw;
-using frontend::ThrowIfError;
+using base::Throw;
+using base::ThrowIfError;
 
-[[noreturn]] void Invalid(const std::string& what) {
-  Throw(absl::InvalidArgumentError(absl::StrCat("scan: ", what)));
-}
+[[noreturn]] void Invalid(absl::string_view what) { base::ThrowInvalid("scan", what); }
 
 std::string SpecString(const Tensor& t) {
   return absl::StrCat(dtype_name(t.dtype()), ir::ShapeString(t.shape()));
@@ -156,7 +154,7 @@ class ScanGradFn : public frontend::GradFn {
         std::vector<ir::NodePtr> targets;
         for (size_t i : fc) targets.push_back(in[i].impl()->node);
         for (size_t j : fx) targets.push_back(in[nc + j].impl()->node);
-        std::vector<ir::NodePtr> adjoints = frontend::Backprop(outs, seeds, targets, {});
+        std::vector<ir::NodePtr> adjoints = ir::Backprop(outs, seeds, targets, {});
         auto wrap = [&](size_t t, const ir::NodePtr& like) {
           return adjoints[t] ? frontend::Wrap(adjoints[t], device)
                              : frontend::ZerosOn(like->shape, like->dtype, device);
@@ -222,8 +220,8 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
     const ir::Node& leaf = *t.impl()->node;
     if (!leaf.storage->placeholder() || leaf.storage->manager().IsWritten(leaf.storage->id()))
       continue;
-    Throw(absl::FailedPreconditionError(absl::StrCat(
-        "scan: ", frontend::PlaceholderMessage(leaf, device),
+    base::Throw(absl::FailedPreconditionError(absl::StrCat(
+        "scan: ", runtime::PlaceholderMessage(leaf, device),
         frontend::TraceScope::active()
             ? "; scan runs when it is called, so it cannot scan over the placeholders of an "
               "enclosing trace, call or scan body"
@@ -263,12 +261,12 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   for (const Tensor& out : outputs) {
     ir::NodePtr n = out.impl()->node;
     if (n->op == ir::Op::kBuffer || seen.contains(n.get()))
-      n = frontend::ValueOrThrow(ir::MakeReshape(n, n->shape));
+      n = base::ValueOrThrow(ir::MakeReshape(n, n->shape));
     seen.insert(n.get());
     out_nodes.push_back(n);
     raw.push_back(n.get());
   }
-  frontend::BuiltGraph built = frontend::BuildGraph(raw, /*bind_offsets=*/true);
+  runtime::BuiltGraph built = runtime::BuildGraph(raw, /*bind_offsets=*/true);
 
   // Which parameter is which: a carry, an xs slice, or a tensor the body captured.
   enum class Role { kCarry, kSlice, kCaptured };
@@ -277,14 +275,14 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   for (size_t j = 0; j < x_in.size(); ++j) role[StorageOf(x_in[j])] = {Role::kSlice, j};
   for (const auto& storage : built.params) {
     if (role.contains(storage.get()) || storage->manager().IsWritten(storage->id())) continue;
-    Throw(absl::FailedPreconditionError(absl::StrCat(
+    base::Throw(absl::FailedPreconditionError(absl::StrCat(
         "scan: the body reads a placeholder it captured (", storage->manager().Label(storage->id()),
         "): a placeholder has no data to compute with")));
   }
-  absl::StatusOr<frontend::CachedPlan*> plan = frontend::PreparePlan(device.index(), built.graph);
-  ThrowIfError(plan.status());
+  absl::StatusOr<runtime::CachedPlan*> plan = runtime::PreparePlan(device.index(), built.graph);
+  base::ThrowIfError(plan.status());
 
-  backend::BufferManager& buffers = frontend::OpenClDevice(device.index()).buffers();
+  backend::BufferManager& buffers = runtime::OpenClDevice(device.index()).buffers();
   std::vector<std::shared_ptr<ir::Storage>> ys_storage;
   std::vector<std::vector<int64_t>> ys_shape;
   const size_t num_stacked = out_nodes.size() - init_d.size();
@@ -296,14 +294,14 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
     ys_storage.push_back(std::make_shared<ir::Storage>(
         device, &buffers, bytes,
         absl::StrCat("scan ys ", k, " ", dtype_name(y.dtype), ir::ShapeString(shape))));
-    if (steps == 0) ThrowIfError(buffers.PrepareWrite(ys_storage.back()->id()));
+    if (steps == 0) base::ThrowIfError(buffers.PrepareWrite(ys_storage.back()->id()));
     ys_shape.push_back(std::move(shape));
   }
   std::vector<std::shared_ptr<ir::Storage>> carry;
   for (const Tensor& c : init_d) carry.push_back(c.impl()->node->storage);
 
-  std::vector<frontend::Binding> params(built.params.size());
-  std::vector<frontend::Binding> outs(out_nodes.size());
+  std::vector<runtime::Binding> params(built.params.size());
+  std::vector<runtime::Binding> outs(out_nodes.size());
   for (int64_t step = 0; step < steps; ++step) {
     const int64_t t = options.reverse ? steps - 1 - step : step;
     for (size_t p = 0; p < built.params.size(); ++p) {
@@ -326,11 +324,11 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
       outs[carry.size() + k] = {ys_storage[k],
                                 t * ir::NumElements(out_nodes[carry.size() + k]->shape)};
     }
-    ThrowIfError(frontend::Execute(device.index(), **plan, params, outs));
+    base::ThrowIfError(runtime::Execute(device.index(), **plan, params, outs));
     for (size_t i = 0; i < carry.size(); ++i) carry[i] = outs[i].storage;
   }
   // Like every entry point, scan returns with the device's work done (see Materialize).
-  ThrowIfError(frontend::OpenClDevice(device.index()).Finish());
+  base::ThrowIfError(runtime::OpenClDevice(device.index()).Finish());
 
   ScanResult result;
   for (size_t i = 0; i < carry.size(); ++i) {

@@ -8,18 +8,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backend/host_buffers.h"
+#include "base/dtype_table.h"
+#include "base/status.h"
 #include "frontend/dispatch.h"
-#include "frontend/executor.h"
-#include "frontend/runtime.h"
-#include "frontend/storage.h"
+#include "frontend/materialize.h"
 #include "frontend/tensor_impl.h"
-#include "frontend/throw.h"
+#include "runtime/devices.h"
+#include "runtime/executor.h"
+#include "runtime/storage.h"
 
 namespace lazycl {
 
+using base::Throw;
+using base::ThrowIfError;
 using frontend::ImplOf;
-using frontend::Throw;
-using frontend::ThrowIfError;
 
 Tensor::Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
@@ -32,9 +34,9 @@ int64_t Tensor::size(int64_t d) const {
   const auto& shape = ImplOf(*this, "size").node->shape;
   const int64_t rank = static_cast<int64_t>(shape.size());
   if (d < -rank || d >= rank) {
-    Throw(absl::InvalidArgumentError(absl::StrCat("size: dim ", d,
-                                                  " is out of range for a tensor of rank ", rank,
-                                                  " (expected ", -rank, " <= dim < ", rank, ")")));
+    base::Throw(absl::InvalidArgumentError(
+        absl::StrCat("size: dim ", d, " is out of range for a tensor of rank ", rank, " (expected ",
+                     -rank, " <= dim < ", rank, ")")));
   }
   return shape[d < 0 ? d + rank : d];
 }
@@ -54,7 +56,7 @@ bool Tensor::requires_grad() const { return ImplOf(*this, "requires_grad").requi
 Tensor& Tensor::requires_grad_(bool requires_grad) {
   ImplOf(*this, "requires_grad_");
   if (requires_grad && !is_floating(dtype())) {
-    Throw(absl::InvalidArgumentError(
+    base::Throw(absl::InvalidArgumentError(
         absl::StrCat("requires_grad_: only floating tensors can require gradients, this one is ",
                      dtype_name(dtype()))));
   }
@@ -87,19 +89,7 @@ constexpr DType DTypeOf<uint8_t>() {
   return DType::boolean;
 }
 
-const char* CppName(DType d) {
-  switch (d) {
-    case DType::f32:
-      return "float";
-    case DType::i32:
-      return "int32_t";
-    case DType::i64:
-      return "int64_t";
-    case DType::boolean:
-      return "uint8_t";
-  }
-  return "?";
-}
+const char* CppName(DType d) { return base::Info(d).cpp; }
 
 }  // namespace
 
@@ -108,7 +98,7 @@ std::vector<T> Tensor::to_vector() const {
   const TensorImpl& impl = ImplOf(*this, "to_vector");
   constexpr DType want = DTypeOf<T>();
   if (impl.node->dtype != want) {
-    Throw(absl::InvalidArgumentError(absl::StrCat(
+    base::Throw(absl::InvalidArgumentError(absl::StrCat(
         "to_vector<", CppName(want), ">: the tensor's dtype is ", dtype_name(impl.node->dtype),
         "; read it with to_vector<", CppName(impl.node->dtype), ">()")));
   }
@@ -116,8 +106,8 @@ std::vector<T> Tensor::to_vector() const {
   const ir::Node& leaf = *host.impl()->node;
   std::vector<T> out(static_cast<size_t>(ir::NumElements(leaf.shape)));
   if (!out.empty()) {
-    ThrowIfError(leaf.storage->manager().Download(leaf.storage->id(), out.data(), 0,
-                                                  out.size() * sizeof(T)));
+    base::ThrowIfError(leaf.storage->manager().Download(leaf.storage->id(), out.data(), 0,
+                                                        out.size() * sizeof(T)));
   }
   return out;
 }
@@ -125,9 +115,9 @@ std::vector<T> Tensor::to_vector() const {
 template <class T>
 T Tensor::item() const {
   if (numel() != 1) {
-    Throw(absl::InvalidArgumentError(absl::StrCat("item: the tensor has ", numel(),
-                                                  " elements (shape ", ir::ShapeString(shape()),
-                                                  "); item() needs exactly one")));
+    base::Throw(absl::InvalidArgumentError(
+        absl::StrCat("item: the tensor has ", numel(), " elements (shape ",
+                     ir::ShapeString(shape()), "); item() needs exactly one")));
   }
   return to_vector<T>()[0];
 }
@@ -158,7 +148,7 @@ void sync(const std::vector<Tensor>& tensors) {
     impls.push_back(t.impl().get());
   }
   // Returns when the work is done (Materialize waits), so that it can be timed.
-  ThrowIfError(frontend::Materialize(impls));
+  base::ThrowIfError(frontend::Materialize(impls));
 }
 
 }  // namespace lazycl

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "frontend/ir.h"
+#include "ir/ir.h"
 #include "lazycl/device.h"
 #include "lazycl/tensor.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "backend/metrics_registry.h"
+#include "base/metrics_registry.h"
 #include "lazycl/metrics.h"
 
 namespace lazycl::frontend {
@@ -21,8 +21,7 @@ TraceScope::TraceScope() : bytes_at_start_(depth == 0 ? BytesMoved() : 0) { ++de
 TraceScope::~TraceScope() {
   // A metrics::reset() inside the scope would make the difference negative: count nothing then.
   if (--depth == 0)
-    backend::metrics::Add("TraceTransferBytes",
-                          std::max<int64_t>(0, BytesMoved() - bytes_at_start_));
+    base::metrics::Add("TraceTransferBytes", std::max<int64_t>(0, BytesMoved() - bytes_at_start_));
 }
 
 bool TraceScope::active() { return depth > 0; }

@@ -11,7 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "backend/check.h"
+#include "base/check.h"
+#include "base/dtype_table.h"
 #include "kernels/templates.h"
 
 namespace lazycl::kernels {
@@ -125,19 +126,7 @@ constexpr const char* kLogHelper = R"CL(static inline float lc_log(float x) {
 }
 )CL";
 
-std::string CType(DType d) {
-  switch (d) {
-    case DType::f32:
-      return "float";
-    case DType::i32:
-      return "int";
-    case DType::i64:
-      return "long";
-    case DType::boolean:
-      return "uchar";
-  }
-  return "?";
-}
+std::string CType(DType d) { return base::Info(d).opencl; }
 
 std::string Literal(double v, DType d) {
   switch (d) {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "frontend/ir.h"
+#include "ir/ir.h"
 #include "kernels/lower.h"
 #include "kernels/plan.h"
 

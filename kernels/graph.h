@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "frontend/ir.h"
+#include "ir/ir.h"
 
 namespace lazycl::kernels {
 

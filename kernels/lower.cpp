@@ -9,7 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "backend/check.h"
+#include "base/check.h"
 #include "kernels/codegen.h"
 
 namespace lazycl::kernels {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "backend/check.h"
+#include "base/check.h"
 
 namespace lazycl::kernels {
 

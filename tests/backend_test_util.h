@@ -10,14 +10,14 @@
 
 #include "absl/status/statusor.h"
 #include "backend/device.h"
-#include "backend/settings.h"
+#include "base/settings.h"
 #include "gtest/gtest.h"
 
 namespace lazycl::backend::test {
 
-// The Settings that `env` (variable -> value) gives, as if it were the process environment.
-inline absl::StatusOr<Settings> SettingsFrom(const std::map<std::string, std::string>& env) {
-  return ParseSettings([&env](std::string_view name) -> std::optional<std::string> {
+// The base::Settings that `env` (variable -> value) gives, as if it were the process environment.
+inline absl::StatusOr<base::Settings> SettingsFrom(const std::map<std::string, std::string>& env) {
+  return base::ParseSettings([&env](std::string_view name) -> std::optional<std::string> {
     auto it = env.find(std::string(name));
     if (it == env.end()) return std::nullopt;
     return it->second;
@@ -26,7 +26,7 @@ inline absl::StatusOr<Settings> SettingsFrom(const std::map<std::string, std::st
 
 // A device opened with SettingsFrom(env); nullptr, after a test failure, when it cannot be.
 inline std::unique_ptr<Device> OpenDeviceWith(const std::map<std::string, std::string>& env) {
-  absl::StatusOr<Settings> settings = SettingsFrom(env);
+  absl::StatusOr<base::Settings> settings = SettingsFrom(env);
   EXPECT_TRUE(settings.ok()) << settings.status();
   if (!settings.ok()) return nullptr;
   absl::StatusOr<std::unique_ptr<Device>> device = Device::Open(*settings);

@@ -13,15 +13,15 @@
 
 #include "backend/device.h"
 #include "backend/pool_bins.h"
-#include "backend/settings.h"
 #include "backend_test_util.h"
+#include "base/settings.h"
 #include "gtest/gtest.h"
 #include "lazycl/metrics.h"
 
 namespace lazycl::backend {
 namespace {
 
-int64_t C(std::string_view name) { return metrics::counter(name); }
+int64_t C(std::string_view name) { return lazycl::metrics::counter(name); }
 
 // Temporary cache directories made by OpenDevice, removed when the test program ends.
 std::vector<std::string>& TempDirs() {
@@ -52,7 +52,7 @@ class DeviceBuffersTest : public ::testing::Test {
   void SetUp() override {
     device_ = OpenDevice();
     ASSERT_NE(device_, nullptr);
-    metrics::reset();
+    lazycl::metrics::reset();
   }
   BufferManager& buffers() { return device_->buffers(); }
   std::unique_ptr<Device> device_;
@@ -101,7 +101,7 @@ TEST_F(DeviceBuffersTest, TransfersAreTimed) {
   BufferId id = buffers().Declare(data.size(), "timed");
   ASSERT_TRUE(buffers().Upload(id, data.data(), 0, data.size()).ok());
   ASSERT_TRUE(buffers().Download(id, data.data(), 0, data.size()).ok());
-  const std::string report = metrics::report();
+  const std::string report = lazycl::metrics::report();
   EXPECT_NE(report.find("TransferToDeviceTime"), std::string::npos) << report;
   EXPECT_NE(report.find("TransferFromDeviceTime"), std::string::npos) << report;
   buffers().Release(id);
@@ -213,7 +213,7 @@ TEST(DeviceBuffersLimitTest, TrimsPoolThenFailsCleanly) {
   std::unique_ptr<Device> device = OpenDevice({{"LAZYCL_DEVICE_MEMORY_LIMIT", "1MiB"}});
   ASSERT_NE(device, nullptr);
   BufferManager& buffers = device->buffers();
-  metrics::reset();
+  lazycl::metrics::reset();
   const int64_t base = C("DeviceLiveBytes");
   std::vector<char> data(768 << 10, 5);
 

@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "backend/settings.h"
 #include "backend_test_util.h"
+#include "base/settings.h"
 #include "gtest/gtest.h"
 #include "lazycl/metrics.h"
 
 namespace lazycl::backend {
 namespace {
 
-int64_t C(std::string_view name) { return metrics::counter(name); }
+int64_t C(std::string_view name) { return lazycl::metrics::counter(name); }
 
 constexpr char kSaxpy[] = R"(
 __kernel void saxpy(int n, float a, __global const float* x, __global float* y) {
@@ -34,7 +34,8 @@ class DeviceTest : public ::testing::Test {
     char dir[] = "/tmp/lazycl-device-test-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = new std::string(dir);
-    absl::StatusOr<Settings> settings = test::SettingsFrom({{"LAZYCL_KERNEL_CACHE_DIR", *dir_}});
+    absl::StatusOr<base::Settings> settings =
+        test::SettingsFrom({{"LAZYCL_KERNEL_CACHE_DIR", *dir_}});
     ASSERT_TRUE(settings.ok()) << settings.status();
     absl::StatusOr<std::unique_ptr<Device>> device = Device::Open(*settings);
     ASSERT_TRUE(device.ok()) << device.status();
@@ -48,7 +49,7 @@ class DeviceTest : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(device_, nullptr);
-    metrics::reset();
+    lazycl::metrics::reset();
   }
 
   static Device* device_;
@@ -177,7 +178,7 @@ TEST_F(DeviceTest, ReportContainsCounterNames) {
   ASSERT_TRUE(device_->Launch(*kernel, args, global).ok());
   ASSERT_TRUE(buffers.Download(id, data.data(), 0, data.size() * sizeof(float)).ok());
   EXPECT_EQ(data[255], 2.0f);
-  const std::string report = metrics::report();
+  const std::string report = lazycl::metrics::report();
   for (const char* name : {"KernelLaunches", "TransferToDeviceBytes", "TransferToDeviceCount",
                            "TransferFromDeviceBytes", "TransferFromDeviceCount", "DeviceLiveBytes",
                            "DevicePeakBytes", "TransferToDeviceTime"}) {
@@ -190,7 +191,7 @@ TEST(DeviceEnumerateTest, ListsPoclAndBadFilterListsDevices) {
   auto platforms = Device::Enumerate();
   ASSERT_TRUE(platforms.ok()) << platforms.status();
   ASSERT_FALSE(platforms->empty());
-  Settings settings;
+  base::Settings settings;
   settings.device = "no-such-device-anywhere";
   auto device = Device::Open(settings);
   ASSERT_FALSE(device.ok());

@@ -21,7 +21,7 @@ TEST(HostBuffersTest, DeclareAllocatesNothing) {
 }
 
 TEST(HostBuffersTest, RoundTripIsAlignedAndCountsNoTransfers) {
-  metrics::reset();
+  lazycl::metrics::reset();
   HostBuffers host;
   std::vector<float> in = {1, 2, 3, 4, 5};
   BufferId id = host.Declare(in.size() * sizeof(float), "data");
@@ -30,9 +30,9 @@ TEST(HostBuffersTest, RoundTripIsAlignedAndCountsNoTransfers) {
   std::vector<float> out(in.size());
   ASSERT_TRUE(host.Download(id, out.data(), 0, out.size() * sizeof(float)).ok());
   EXPECT_EQ(in, out);
-  EXPECT_EQ(metrics::counter("TransferToDeviceBytes"), 0);
-  EXPECT_EQ(metrics::counter("TransferFromDeviceBytes"), 0);
-  EXPECT_EQ(metrics::counter("DeviceAllocBytes"), 0);
+  EXPECT_EQ(lazycl::metrics::counter("TransferToDeviceBytes"), 0);
+  EXPECT_EQ(lazycl::metrics::counter("TransferFromDeviceBytes"), 0);
+  EXPECT_EQ(lazycl::metrics::counter("DeviceAllocBytes"), 0);
 }
 
 TEST(HostBuffersTest, ReadingUnwrittenBufferNamesIt) {

@@ -1,4 +1,4 @@
-#include "frontend/host_eval.h"
+#include "runtime/host_eval.h"
 
 #include <cmath>
 #include <cstdint>
@@ -11,11 +11,11 @@
 
 #include "absl/status/status.h"
 #include "backend/host_buffers.h"
-#include "frontend/ir.h"
-#include "frontend/storage.h"
 #include "gtest/gtest.h"
+#include "ir/ir.h"
+#include "runtime/storage.h"
 
-namespace lazycl::frontend {
+namespace lazycl::runtime {
 namespace {
 
 using ir::MakeBinary;
@@ -508,4 +508,4 @@ TEST(HostEvalTest, UnwrittenEmptyBufferIsStillFailedPrecondition) {
 }
 
 }  // namespace
-}  // namespace lazycl::frontend
+}  // namespace lazycl::runtime

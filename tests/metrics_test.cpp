@@ -2,13 +2,13 @@
 
 #include <string>
 
-#include "backend/metrics_registry.h"
+#include "base/metrics_registry.h"
 #include "gtest/gtest.h"
 
 namespace lazycl {
 namespace {
 
-namespace internal = lazycl::backend::metrics;
+namespace internal = lazycl::base::metrics;
 
 TEST(MetricsTest, UnknownCounterIsZero) { EXPECT_EQ(metrics::counter("NeverTouchedByAnyone"), 0); }
 
@@ -78,8 +78,8 @@ TEST(MetricsTest, ConcurrentAddsAndTimersAreNotLost) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([] {
       for (int i = 0; i < 10000; ++i) {
-        backend::metrics::Add("ConcurrentCounter", 1);
-        if (i % 100 == 0) backend::metrics::RecordTime("ConcurrentTime", i);
+        base::metrics::Add("ConcurrentCounter", 1);
+        if (i % 100 == 0) base::metrics::RecordTime("ConcurrentTime", i);
       }
     });
   }

@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "frontend/executor.h"
-#include "frontend/ir.h"
 #include "frontend/tensor_impl.h"
 #include "gtest/gtest.h"
+#include "ir/ir.h"
 #include "lazycl/lazycl.h"
+#include "runtime/executor.h"
 #include "test_util.h"
 
 namespace lazycl {

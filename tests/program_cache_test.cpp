@@ -8,8 +8,8 @@
 #include <string>
 
 #include "backend/device.h"
-#include "backend/settings.h"
 #include "backend_test_util.h"
+#include "base/settings.h"
 #include "gtest/gtest.h"
 #include "lazycl/metrics.h"
 
@@ -18,7 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int64_t C(std::string_view name) { return metrics::counter(name); }
+int64_t C(std::string_view name) { return lazycl::metrics::counter(name); }
 
 // Each test gets its own source text, so PoCL's own cache and ours never carry over a program
 // from another test.
@@ -57,7 +57,7 @@ class ProgramCacheTest : public ::testing::Test {
 TEST_F(ProgramCacheTest, SecondGetKernelIsMemoryHit) {
   std::unique_ptr<Device> device = Open(cache_dir_);
   ASSERT_NE(device, nullptr);
-  metrics::reset();
+  lazycl::metrics::reset();
   auto first = device->GetKernel(Source("memory"), "", "scale_memory");
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(C("ProgramBuilds"), 1);
@@ -80,7 +80,7 @@ TEST_F(ProgramCacheTest, SecondDeviceLoadsFromDisk) {
   ASSERT_EQ(CacheFiles().size(), 1u);
   std::unique_ptr<Device> device = Open(cache_dir_);
   ASSERT_NE(device, nullptr);
-  metrics::reset();
+  lazycl::metrics::reset();
   auto kernel = device->GetKernel(Source("disk"), "", "scale_disk");
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_EQ(C("ProgramDiskCacheHits"), 1);
@@ -98,7 +98,7 @@ TEST_F(ProgramCacheTest, TruncatedEntryIsRebuiltAndRewritten) {
   fs::resize_file(file, full_size / 2);
 
   std::unique_ptr<Device> device = Open(cache_dir_);
-  metrics::reset();
+  lazycl::metrics::reset();
   ASSERT_TRUE(device->GetKernel(Source("truncated"), "", "scale_truncated").ok());
   EXPECT_EQ(C("ProgramBuilds"), 1);
   EXPECT_EQ(C("ProgramDiskCacheHits"), 0);
@@ -121,14 +121,14 @@ TEST_F(ProgramCacheTest, CorruptEntryIsRebuilt) {
     f.write(junk, sizeof(junk));
   }
   std::unique_ptr<Device> device = Open(cache_dir_);
-  metrics::reset();
+  lazycl::metrics::reset();
   ASSERT_TRUE(device->GetKernel(Source("corrupt"), "", "scale_corrupt").ok());
   EXPECT_EQ(C("ProgramBuilds"), 1);
   EXPECT_EQ(C("ProgramDiskCacheHits"), 0);
 
   // The rewritten entry loads again.
   std::unique_ptr<Device> third = Open(cache_dir_);
-  metrics::reset();
+  lazycl::metrics::reset();
   ASSERT_TRUE(third->GetKernel(Source("corrupt"), "", "scale_corrupt").ok());
   EXPECT_EQ(C("ProgramDiskCacheHits"), 1);
   EXPECT_EQ(C("ProgramBuilds"), 0);
@@ -152,7 +152,7 @@ TEST_F(ProgramCacheTest, BuildErrorCarriesLogAndSource) {
 TEST_F(ProgramCacheTest, CacheOffWritesNoFiles) {
   std::unique_ptr<Device> device = Open("off");
   ASSERT_NE(device, nullptr);
-  metrics::reset();
+  lazycl::metrics::reset();
   ASSERT_TRUE(device->GetKernel(Source("off"), "", "scale_off").ok());
   EXPECT_EQ(C("ProgramBuilds"), 1);
   EXPECT_TRUE(CacheFiles().empty());

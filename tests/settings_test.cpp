@@ -1,4 +1,4 @@
-#include "backend/settings.h"
+#include "base/settings.h"
 
 #include <map>
 #include <string>
@@ -8,8 +8,8 @@
 namespace lazycl::backend {
 namespace {
 
-absl::StatusOr<Settings> Parse(std::map<std::string, std::string> env) {
-  return ParseSettings([env](std::string_view name) -> std::optional<std::string> {
+absl::StatusOr<base::Settings> Parse(std::map<std::string, std::string> env) {
+  return base::ParseSettings([env](std::string_view name) -> std::optional<std::string> {
     auto it = env.find(std::string(name));
     if (it == env.end()) return std::nullopt;
     return it->second;
@@ -19,27 +19,27 @@ absl::StatusOr<Settings> Parse(std::map<std::string, std::string> env) {
 std::string Message(const absl::Status& status) { return std::string(status.message()); }
 
 TEST(SettingsTest, DefaultsWithEmptyEnvironment) {
-  absl::StatusOr<Settings> s = Parse({});
+  absl::StatusOr<base::Settings> s = Parse({});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->platform, "");
   EXPECT_EQ(s->device, "");
-  EXPECT_EQ(s->device_type, DeviceTypeFilter::kDefault);
+  EXPECT_EQ(s->device_type, base::DeviceTypeFilter::kDefault);
   EXPECT_EQ(s->kernel_cache_dir, "");
   EXPECT_EQ(s->debug, 0);
   EXPECT_EQ(s->dump_dir, "");
-  EXPECT_EQ(s->transfer_guard, TransferGuard::kAllow);
+  EXPECT_EQ(s->transfer_guard, base::TransferGuard::kAllow);
   EXPECT_EQ(s->device_memory_limit, 0);
-  EXPECT_EQ(s->codegen, CodegenStrategy::kAuto);
+  EXPECT_EQ(s->codegen, base::CodegenStrategy::kAuto);
 }
 
 TEST(SettingsTest, CacheDirDefaultsToXdgCacheHome) {
-  absl::StatusOr<Settings> s = Parse({{"XDG_CACHE_HOME", "/x/cache"}, {"HOME", "/home/u"}});
+  absl::StatusOr<base::Settings> s = Parse({{"XDG_CACHE_HOME", "/x/cache"}, {"HOME", "/home/u"}});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->kernel_cache_dir, "/x/cache/lazycl");
 }
 
 TEST(SettingsTest, CacheDirDefaultsToHomeCache) {
-  absl::StatusOr<Settings> s = Parse({{"HOME", "/home/u"}});
+  absl::StatusOr<base::Settings> s = Parse({{"HOME", "/home/u"}});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->kernel_cache_dir, "/home/u/.cache/lazycl");
 }
@@ -52,22 +52,23 @@ TEST(SettingsTest, CacheDirExplicitAndOff) {
 }
 
 TEST(SettingsTest, PlatformAndDeviceAreKeptVerbatim) {
-  absl::StatusOr<Settings> s = Parse({{"LAZYCL_PLATFORM", "Portable"}, {"LAZYCL_DEVICE", "1"}});
+  absl::StatusOr<base::Settings> s =
+      Parse({{"LAZYCL_PLATFORM", "Portable"}, {"LAZYCL_DEVICE", "1"}});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->platform, "Portable");
   EXPECT_EQ(s->device, "1");
 }
 
 TEST(SettingsTest, DeviceTypeIsCaseInsensitive) {
-  EXPECT_EQ(Parse({{"LAZYCL_DEVICE_TYPE", "GPU"}})->device_type, DeviceTypeFilter::kGpu);
-  EXPECT_EQ(Parse({{"LAZYCL_DEVICE_TYPE", "cpu"}})->device_type, DeviceTypeFilter::kCpu);
+  EXPECT_EQ(Parse({{"LAZYCL_DEVICE_TYPE", "GPU"}})->device_type, base::DeviceTypeFilter::kGpu);
+  EXPECT_EQ(Parse({{"LAZYCL_DEVICE_TYPE", "cpu"}})->device_type, base::DeviceTypeFilter::kCpu);
   EXPECT_EQ(Parse({{"LAZYCL_DEVICE_TYPE", "Accelerator"}})->device_type,
-            DeviceTypeFilter::kAccelerator);
-  EXPECT_EQ(Parse({{"LAZYCL_DEVICE_TYPE", "all"}})->device_type, DeviceTypeFilter::kAll);
+            base::DeviceTypeFilter::kAccelerator);
+  EXPECT_EQ(Parse({{"LAZYCL_DEVICE_TYPE", "all"}})->device_type, base::DeviceTypeFilter::kAll);
 }
 
 TEST(SettingsTest, MalformedDeviceTypeNamesVariableAndValue) {
-  absl::StatusOr<Settings> s = Parse({{"LAZYCL_DEVICE_TYPE", "tpu"}});
+  absl::StatusOr<base::Settings> s = Parse({{"LAZYCL_DEVICE_TYPE", "tpu"}});
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(Message(s.status()).find("LAZYCL_DEVICE_TYPE"), std::string::npos);
@@ -79,7 +80,7 @@ TEST(SettingsTest, DebugLevels) {
   EXPECT_EQ(Parse({{"LAZYCL_DEBUG", "3"}})->debug, 3);
   EXPECT_EQ(Parse({{"LAZYCL_DEBUG", "0"}})->debug, 0);
   for (const char* bad : {"4", "-1", "yes"}) {
-    absl::StatusOr<Settings> s = Parse({{"LAZYCL_DEBUG", bad}});
+    absl::StatusOr<base::Settings> s = Parse({{"LAZYCL_DEBUG", bad}});
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(Message(s.status()).find("LAZYCL_DEBUG"), std::string::npos);
@@ -92,10 +93,10 @@ TEST(SettingsTest, DumpDir) {
 }
 
 TEST(SettingsTest, TransferGuard) {
-  EXPECT_EQ(Parse({{"LAZYCL_TRANSFER_GUARD", "log"}})->transfer_guard, TransferGuard::kLog);
+  EXPECT_EQ(Parse({{"LAZYCL_TRANSFER_GUARD", "log"}})->transfer_guard, base::TransferGuard::kLog);
   EXPECT_EQ(Parse({{"LAZYCL_TRANSFER_GUARD", "Disallow"}})->transfer_guard,
-            TransferGuard::kDisallow);
-  absl::StatusOr<Settings> s = Parse({{"LAZYCL_TRANSFER_GUARD", "never"}});
+            base::TransferGuard::kDisallow);
+  absl::StatusOr<base::Settings> s = Parse({{"LAZYCL_TRANSFER_GUARD", "never"}});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(Message(s.status()).find("LAZYCL_TRANSFER_GUARD"), std::string::npos);
 }
@@ -112,7 +113,7 @@ TEST(SettingsTest, MemoryLimitSuffixes) {
 
 TEST(SettingsTest, MalformedMemoryLimitNamesVariable) {
   for (const char* bad : {"lots", "12Q", "-5", "1.5G", "99999999999999999999G"}) {
-    absl::StatusOr<Settings> s = Parse({{"LAZYCL_DEVICE_MEMORY_LIMIT", bad}});
+    absl::StatusOr<base::Settings> s = Parse({{"LAZYCL_DEVICE_MEMORY_LIMIT", bad}});
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(Message(s.status()).find("LAZYCL_DEVICE_MEMORY_LIMIT"), std::string::npos);
@@ -121,18 +122,18 @@ TEST(SettingsTest, MalformedMemoryLimitNamesVariable) {
 }
 
 TEST(SettingsTest, Codegen) {
-  EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "gpu"}})->codegen, CodegenStrategy::kGpu);
-  EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "CPU"}})->codegen, CodegenStrategy::kCpu);
-  absl::StatusOr<Settings> s = Parse({{"LAZYCL_CODEGEN", "fast"}});
+  EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "gpu"}})->codegen, base::CodegenStrategy::kGpu);
+  EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "CPU"}})->codegen, base::CodegenStrategy::kCpu);
+  absl::StatusOr<base::Settings> s = Parse({{"LAZYCL_CODEGEN", "fast"}});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(Message(s.status()).find("LAZYCL_CODEGEN"), std::string::npos);
 }
 
 TEST(SettingsTest, EmptyValueMeansDefault) {
-  absl::StatusOr<Settings> s = Parse({{"LAZYCL_DEBUG", ""}, {"LAZYCL_DEVICE_TYPE", ""}});
+  absl::StatusOr<base::Settings> s = Parse({{"LAZYCL_DEBUG", ""}, {"LAZYCL_DEVICE_TYPE", ""}});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->debug, 0);
-  EXPECT_EQ(s->device_type, DeviceTypeFilter::kDefault);
+  EXPECT_EQ(s->device_type, base::DeviceTypeFilter::kDefault);
 }
 
 }  // namespace

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "frontend/executor.h"
-#include "frontend/ir.h"
 #include "frontend/tensor_impl.h"
 #include "gtest/gtest.h"
+#include "ir/ir.h"
 #include "lazycl/lazycl.h"
+#include "runtime/executor.h"
 
 namespace lazycl::test {
 
@@ -43,7 +43,7 @@ inline bool Has(const std::string& s, const std::string& part) {
 inline int NumParams(const std::vector<Tensor>& outputs) {
   std::vector<const ir::Node*> nodes;
   for (const Tensor& t : outputs) nodes.push_back(t.impl()->node.get());
-  return frontend::BuildGraph(nodes, /*bind_offsets=*/false).graph.num_params;
+  return runtime::BuildGraph(nodes, /*bind_offsets=*/false).graph.num_params;
 }
 
 // The device of the default environment, expected to be an OpenCL one.

@@ -20,11 +20,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "backend/device.h"
-#include "frontend/executor.h"
-#include "frontend/runtime.h"
+#include "frontend/materialize.h"
 #include "frontend/tensor_impl.h"
 #include "kernels/lower.h"
 #include "lazycl/lazycl.h"
+#include "runtime/devices.h"
+#include "runtime/executor.h"
 
 namespace lazycl::microbench {
 namespace {
@@ -82,12 +83,12 @@ Tensor Chain(const Tensor& a, const Tensor& b, int64_t n) {
 }
 
 kernels::Target TargetOfDevice() {  // as frontend/executor.cpp's TargetOf
-  const backend::DeviceInfo& info = frontend::OpenClDevice(0).info();
-  const backend::Settings& settings = frontend::Settings();
+  const backend::DeviceInfo& info = runtime::OpenClDevice(0).info();
+  const base::Settings& settings = base::CurrentSettings();
   kernels::Target target;
-  target.cpu = settings.codegen == backend::CodegenStrategy::kCpu ||
-               (settings.codegen == backend::CodegenStrategy::kAuto &&
-                info.type != backend::DeviceType::kGpu);
+  target.cpu =
+      settings.codegen == base::CodegenStrategy::kCpu ||
+      (settings.codegen == base::CodegenStrategy::kAuto && info.type != base::DeviceType::kGpu);
   if (info.max_param_bytes > 0) target.max_param_bytes = info.max_param_bytes;
   return target;
 }
@@ -97,7 +98,7 @@ const kernels::KernelSpec& ChainKernel() {
   static const kernels::KernelSpec* spec = [] {
     Tensor a = DeviceTensor({4096}, 1), b = DeviceTensor({4096}, 2);
     Tensor t = Chain(a, b, 64);
-    frontend::BuiltGraph built = frontend::BuildGraph({t.impl()->node.get()}, false);
+    runtime::BuiltGraph built = runtime::BuildGraph({t.impl()->node.get()}, false);
     absl::StatusOr<kernels::Plan> plan = kernels::Lower(built.graph, TargetOfDevice());
     Check(plan.status());
     return new kernels::KernelSpec(plan->kernels.at(0));
@@ -218,7 +219,7 @@ void BM_ReplayEnqueue(benchmark::State& state) {
   try {
     const std::vector<Tensor> xs = SmallInputs(k);
     const int64_t kernels = WarmSums(xs);
-    backend::Device& device = frontend::OpenClDevice(0);
+    backend::Device& device = runtime::OpenClDevice(0);
     const ReplayCounters replay;
     for (auto _ : state) {
       state.PauseTiming();
@@ -248,7 +249,7 @@ void BM_LowerChain(benchmark::State& state) {
   try {
     Tensor a = DeviceTensor({4096}, 1), b = DeviceTensor({4096}, 2);
     Tensor t = Chain(a, b, n);
-    const frontend::BuiltGraph built = frontend::BuildGraph({t.impl()->node.get()}, false);
+    const runtime::BuiltGraph built = runtime::BuildGraph({t.impl()->node.get()}, false);
     const kernels::Target target = TargetOfDevice();
     size_t kernels = 0, source_bytes = 0;
     for (auto _ : state) {
@@ -275,7 +276,7 @@ void BM_LowerSums(benchmark::State& state) {
     const std::vector<Tensor> outs = Sums(xs);
     std::vector<const ir::Node*> nodes;
     for (const Tensor& o : outs) nodes.push_back(o.impl()->node.get());
-    const frontend::BuiltGraph built = frontend::BuildGraph(nodes, false);
+    const runtime::BuiltGraph built = runtime::BuildGraph(nodes, false);
     const kernels::Target target = TargetOfDevice();
     size_t kernels = 0;
     for (auto _ : state) {
@@ -300,7 +301,7 @@ BENCHMARK(BM_LowerSums)->UseRealTime()->Arg(16)->Arg(200)->Unit(benchmark::kMicr
 void BM_ProgramCacheHit(benchmark::State& state) {
   try {
     const kernels::KernelSpec& spec = ChainKernel();
-    backend::Device& device = frontend::OpenClDevice(0);
+    backend::Device& device = runtime::OpenClDevice(0);
     Check(device.GetKernel(spec.source, spec.options, spec.name).status());
     CounterDelta builds("ProgramBuilds"), loads("ProgramDiskCacheHits");
     for (auto _ : state) {
@@ -325,13 +326,13 @@ BENCHMARK(BM_ProgramCacheHit)->UseRealTime();
 // opening and closing it are outside the timing.
 void BM_ProgramDiskCacheLoad(benchmark::State& state) {
   try {
-    const backend::Settings& settings = frontend::Settings();
+    const base::Settings& settings = base::CurrentSettings();
     if (settings.kernel_cache_dir.empty()) {
       return Fail(state, "the disk cache is off (LAZYCL_KERNEL_CACHE_DIR=off)");
     }
     const kernels::KernelSpec& spec = ChainKernel();
     // Puts the program on disk (built and saved, or already there).
-    Check(frontend::OpenClDevice(0).GetKernel(spec.source, spec.options, spec.name).status());
+    Check(runtime::OpenClDevice(0).GetKernel(spec.source, spec.options, spec.name).status());
     CounterDelta builds("ProgramBuilds"), loads("ProgramDiskCacheHits");
     for (auto _ : state) {
       state.PauseTiming();
@@ -373,7 +374,7 @@ struct Tiny {
   size_t local[1] = {64};
 
   Tiny() {
-    device = &frontend::OpenClDevice(0);
+    device = &runtime::OpenClDevice(0);
     absl::StatusOr<const backend::Kernel*> k = device->GetKernel(kTinySource, "", "tiny");
     Check(k.status());
     kernel = *k;
@@ -431,7 +432,7 @@ BENCHMARK(BM_LaunchQueued)->UseRealTime()->Arg(100)->Unit(benchmark::kMicrosecon
 void Transfer(benchmark::State& state, bool upload) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   try {
-    backend::BufferManager& buffers = frontend::OpenClDevice(0).buffers();
+    backend::BufferManager& buffers = runtime::OpenClDevice(0).buffers();
     std::vector<char> host(bytes, 1);
     const backend::BufferId id = buffers.Declare(bytes, "microbench transfer");
     Check(buffers.Upload(id, host.data(), 0, bytes));  // allocates

@@ -6,7 +6,7 @@
 
 // The library side of lazycl::metrics (public API in <lazycl/metrics.h>). Counters are created
 // on first use and live for the whole process, so a reference to one may be cached in a static.
-namespace lazycl::backend::metrics {
+namespace lazycl::base::metrics {
 
 std::atomic<int64_t>& Counter(std::string_view name);
 void Add(std::string_view name, int64_t delta);
@@ -17,4 +17,4 @@ void RecordTime(std::string_view name, int64_t nanos);
 // DeviceLiveBytes changes by `delta`; DevicePeakBytes follows the maximum.
 void AddLiveBytes(int64_t delta);
 
-}  // namespace lazycl::backend::metrics
+}  // namespace lazycl::base::metrics

@@ -1,4 +1,4 @@
-#include "frontend/graph_dump.h"
+#include "runtime/graph_dump.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace lazycl::frontend {
+namespace lazycl::runtime {
 
 namespace {
 absl::flat_hash_map<const ir::Node*, int> Indices(const kernels::Graph& graph) {
@@ -76,4 +76,4 @@ void DumpGraph(const std::string& dir, uint64_t key, const kernels::Graph& graph
   }
 }
 
-}  // namespace lazycl::frontend
+}  // namespace lazycl::runtime

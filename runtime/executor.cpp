@@ -1,4 +1,4 @@
-#include "frontend/executor.h"
+#include "runtime/executor.h"
 
 #include <chrono>
 #include <cstdio>
@@ -12,13 +12,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "backend/device.h"
-#include "backend/metrics_registry.h"
-#include "frontend/graph_dump.h"
-#include "frontend/runtime.h"
-#include "frontend/storage.h"
+#include "base/metrics_registry.h"
 #include "kernels/lower.h"
+#include "runtime/devices.h"
+#include "runtime/graph_dump.h"
+#include "runtime/storage.h"
 
-namespace lazycl::frontend {
+namespace lazycl::runtime {
 namespace {
 
 using ir::Node;
@@ -74,10 +74,10 @@ std::vector<const Node*> TopologicalOrder(const std::vector<const Node*>& output
 
 kernels::Target TargetOf(const backend::Device& device) {
   kernels::Target target;
-  const backend::Settings& settings = Settings();
-  target.cpu = settings.codegen == backend::CodegenStrategy::kCpu ||
-               (settings.codegen == backend::CodegenStrategy::kAuto &&
-                device.info().type != backend::DeviceType::kGpu);
+  const base::Settings& settings = base::CurrentSettings();
+  target.cpu = settings.codegen == base::CodegenStrategy::kCpu ||
+               (settings.codegen == base::CodegenStrategy::kAuto &&
+                device.info().type != base::DeviceType::kGpu);
   if (device.info().max_param_bytes > 0) target.max_param_bytes = device.info().max_param_bytes;
   return target;
 }
@@ -100,15 +100,10 @@ std::vector<uint64_t> GraphKey(const kernels::Graph& graph) {
   return key;
 }
 
-// Computes the pending tensors of one device as one graph.
-absl::Status RunGraph(int device_index, const std::vector<TensorImpl*>& tensors) {
+// Computes `outputs` of one device as one graph.
+absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
+    int device_index, const std::vector<const Node*>& outputs) {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<const Node*> outputs;
-  absl::flat_hash_map<const Node*, int> output_of;
-  for (TensorImpl* t : tensors) {
-    if (output_of.emplace(t->node.get(), static_cast<int>(outputs.size())).second)
-      outputs.push_back(t->node.get());
-  }
   BuiltGraph built = BuildGraph(outputs, /*bind_offsets=*/false);
   // Placeholders are caught before anything runs, with the message that names them.
   for (size_t i = 0; i < built.graph.nodes.size(); ++i) {
@@ -116,7 +111,7 @@ absl::Status RunGraph(int device_index, const std::vector<TensorImpl*>& tensors)
     if (n.op != ir::Op::kBuffer || n.storage->manager().IsWritten(n.storage->id())) continue;
     if (n.storage->placeholder())
       return absl::FailedPreconditionError(PlaceholderMessage(n, n.storage->device()));
-    return n.storage->manager().CheckReadable(n.storage->id());
+    if (absl::Status s = n.storage->manager().CheckReadable(n.storage->id()); !s.ok()) return s;
   }
   absl::StatusOr<CachedPlan*> plan = PreparePlan(device_index, built.graph);
   if (!plan.ok()) return plan.status();
@@ -135,11 +130,7 @@ absl::Status RunGraph(int device_index, const std::vector<TensorImpl*>& tensors)
   }
   if (absl::Status s = Execute(device_index, **plan, params, results); !s.ok()) return s;
 
-  for (TensorImpl* t : tensors) {
-    const int k = output_of.at(t->node.get());
-    t->node = ir::MakeBuffer(results[k].storage, t->node->dtype, t->node->shape);
-  }
-  if (Settings().debug >= 1) {
+  if (base::CurrentSettings().debug >= 1) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(
@@ -148,7 +139,9 @@ absl::Status RunGraph(int device_index, const std::vector<TensorImpl*>& tensors)
         static_cast<unsigned long long>((*plan)->hash), device_index, built.graph.nodes.size(),
         (*plan)->plan.kernels.size(), params.size(), ms);
   }
-  return absl::OkStatus();
+  std::vector<std::shared_ptr<ir::Storage>> storages;
+  for (Binding& r : results) storages.push_back(std::move(r.storage));
+  return storages;
 }
 
 }  // namespace
@@ -185,12 +178,12 @@ BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets
 
 absl::StatusOr<CachedPlan*> PreparePlan(int device_index, const kernels::Graph& graph) {
   backend::Device& device = OpenClDevice(device_index);
-  const backend::Settings& settings = Settings();
+  const base::Settings& settings = base::CurrentSettings();
   std::vector<uint64_t> key = GraphKey(graph);
   const uint64_t hash = absl::HashOf(key);
   auto& cache = GraphCache(device_index);
   if (auto it = cache.find(hash); it != cache.end() && it->second->key == key) {
-    backend::metrics::Add("GraphCacheHits", 1);
+    base::metrics::Add("GraphCacheHits", 1);
     return it->second.get();
   }
   absl::StatusOr<kernels::Plan> plan = kernels::Lower(graph, TargetOf(device));
@@ -204,7 +197,7 @@ absl::StatusOr<CachedPlan*> PreparePlan(int device_index, const kernels::Graph& 
   entry->tails.assign(entry->plan.kernels.size(), nullptr);
   CachedPlan* cached = entry.get();
   cache[hash] = std::move(entry);
-  backend::metrics::Add("GraphCompiles", 1);
+  base::metrics::Add("GraphCompiles", 1);
   if (settings.debug >= 2) {
     std::fprintf(stderr, "lazycl: graph %016llx IR:\n%s", static_cast<unsigned long long>(hash),
                  GraphText(graph).c_str());
@@ -311,19 +304,14 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
   return absl::OkStatus();
 }
 
-absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
-  std::map<int, std::vector<TensorImpl*>> by_device;
-  for (TensorImpl* t : tensors) {
-    if (t->device.is_opencl() && t->node->op != ir::Op::kBuffer)
-      by_device[t->device.index()].push_back(t);
+absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> Materialize(
+    int device, const std::vector<const Node*>& outputs, bool wait) {
+  absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> results = RunGraph(device, outputs);
+  // A graph that failed half-way may have launched kernels: drain them too.
+  if (wait || !results.ok()) {
+    if (absl::Status s = OpenClDevice(device).Finish(); !s.ok() && results.ok()) return s;
   }
-  for (auto& [device, group] : by_device) {
-    absl::Status status = RunGraph(device, group);
-    // A graph that failed half-way may have launched kernels: drain them too.
-    if (wait || !status.ok()) status.Update(OpenClDevice(device).Finish());
-    if (!status.ok()) return status;
-  }
-  return absl::OkStatus();
+  return results;
 }
 
-}  // namespace lazycl::frontend
+}  // namespace lazycl::runtime

@@ -1,4 +1,4 @@
-#include "frontend/ir.h"
+#include "ir/ir.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status.h"
 
 namespace lazycl::ir {
 namespace {
@@ -46,10 +47,6 @@ NodePtr Finish(Node node) {
   node.hash = h;
   node.pending = pending;
   return std::make_shared<const Node>(std::move(node));
-}
-
-absl::Status Invalid(absl::string_view op, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
 }
 
 }  // namespace
@@ -118,27 +115,27 @@ NodePtr MakeIota(DType dtype, int64_t n_elements) {
 
 absl::StatusOr<NodePtr> MakeUnary(Op op, NodePtr x) {
   if (Category(op) != OpCategory::Unary || op == Op::kCast) {
-    return Invalid(OpName(op), "not a unary op");
+    return base::InvalidArgument(OpName(op), "not a unary op");
   }
   switch (op) {
     case Op::kNot:
       if (x->dtype != DType::boolean) {
-        return Invalid("logical_not",
-                       absl::StrCat("expected a bool tensor, got ", dtype_name(x->dtype)));
+        return base::InvalidArgument(
+            "logical_not", absl::StrCat("expected a bool tensor, got ", dtype_name(x->dtype)));
       }
       break;
     case Op::kNeg:
     case Op::kAbs:
     case Op::kRelu:
       if (x->dtype == DType::boolean) {
-        return Invalid(OpName(op),
-                       "not defined for bool tensors; cast to an integer or float dtype first");
+        return base::InvalidArgument(
+            OpName(op), "not defined for bool tensors; cast to an integer or float dtype first");
       }
       break;
     default:
       if (!is_floating(x->dtype)) {
-        return Invalid(OpName(op),
-                       absl::StrCat("expected a floating tensor, got ", dtype_name(x->dtype)));
+        return base::InvalidArgument(
+            OpName(op), absl::StrCat("expected a floating tensor, got ", dtype_name(x->dtype)));
       }
   }
   Node n;
@@ -161,22 +158,24 @@ absl::StatusOr<NodePtr> MakeCast(NodePtr x, DType dtype) {
 absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b) {
   OpCategory c = Category(op);
   if (c != OpCategory::Binary && c != OpCategory::Compare) {
-    return Invalid(OpName(op), "not a binary op");
+    return base::InvalidArgument(OpName(op), "not a binary op");
   }
   if (a->shape != b->shape) {
-    return Invalid(OpName(op), absl::StrCat("operand shapes differ: ", ShapeString(a->shape),
-                                            " and ", ShapeString(b->shape)));
+    return base::InvalidArgument(
+        OpName(op), absl::StrCat("operand shapes differ: ", ShapeString(a->shape), " and ",
+                                 ShapeString(b->shape)));
   }
   if (a->dtype != b->dtype) {
-    return Invalid(OpName(op), absl::StrCat("operand dtypes differ: ", dtype_name(a->dtype),
-                                            " and ", dtype_name(b->dtype)));
+    return base::InvalidArgument(
+        OpName(op), absl::StrCat("operand dtypes differ: ", dtype_name(a->dtype), " and ",
+                                 dtype_name(b->dtype)));
   }
   if ((op == Op::kDiv || op == Op::kPow) && !is_floating(a->dtype)) {
-    return Invalid(OpName(op),
-                   absl::StrCat("expected floating operands, got ", dtype_name(a->dtype)));
+    return base::InvalidArgument(
+        OpName(op), absl::StrCat("expected floating operands, got ", dtype_name(a->dtype)));
   }
   if (c == OpCategory::Binary && a->dtype == DType::boolean) {
-    return Invalid(OpName(op), "arithmetic is not defined on bool tensors");
+    return base::InvalidArgument(OpName(op), "arithmetic is not defined on bool tensors");
   }
   Node n;
   n.op = op;
@@ -188,15 +187,18 @@ absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b) {
 
 absl::StatusOr<NodePtr> MakeWhere(NodePtr cond, NodePtr a, NodePtr b) {
   if (cond->dtype != DType::boolean) {
-    return Invalid("where", absl::StrCat("condition must be bool, got ", dtype_name(cond->dtype)));
+    return base::InvalidArgument(
+        "where", absl::StrCat("condition must be bool, got ", dtype_name(cond->dtype)));
   }
   if (cond->shape != a->shape || a->shape != b->shape) {
-    return Invalid("where", absl::StrCat("shapes differ: ", ShapeString(cond->shape), ", ",
-                                         ShapeString(a->shape), ", ", ShapeString(b->shape)));
+    return base::InvalidArgument("where",
+                                 absl::StrCat("shapes differ: ", ShapeString(cond->shape), ", ",
+                                              ShapeString(a->shape), ", ", ShapeString(b->shape)));
   }
   if (a->dtype != b->dtype) {
-    return Invalid("where", absl::StrCat("value dtypes differ: ", dtype_name(a->dtype), " and ",
-                                         dtype_name(b->dtype)));
+    return base::InvalidArgument(
+        "where",
+        absl::StrCat("value dtypes differ: ", dtype_name(a->dtype), " and ", dtype_name(b->dtype)));
   }
   Node n;
   n.op = Op::kWhere;
@@ -208,10 +210,12 @@ absl::StatusOr<NodePtr> MakeWhere(NodePtr cond, NodePtr a, NodePtr b) {
 
 absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape) {
   for (int64_t d : shape) {
-    if (d < 0) return Invalid("reshape", absl::StrCat("negative size in ", ShapeString(shape)));
+    if (d < 0)
+      return base::InvalidArgument("reshape",
+                                   absl::StrCat("negative size in ", ShapeString(shape)));
   }
   if (NumElements(shape) != NumElements(x->shape)) {
-    return Invalid(
+    return base::InvalidArgument(
         "reshape",
         absl::StrCat("cannot reshape ", ShapeString(x->shape), " (", NumElements(x->shape),
                      " elements) to ", ShapeString(shape), " (", NumElements(shape), " elements)"));
@@ -234,8 +238,8 @@ absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm) {
     if (ok) seen[p] = true;
   }
   if (!ok) {
-    return Invalid("permute",
-                   absl::StrCat("(", absl::StrJoin(perm, ","), ") is not a permutation of the ",
+    return base::InvalidArgument(
+        "permute", absl::StrCat("(", absl::StrJoin(perm, ","), ") is not a permutation of the ",
                                 rank, " dims of ", ShapeString(x->shape)));
   }
   Node n;
@@ -253,8 +257,9 @@ absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape) {
     ok = x->shape[d] == shape[d] || (x->shape[d] == 1 && shape[d] >= 0);
   }
   if (!ok) {
-    return Invalid("broadcast_to", absl::StrCat("cannot broadcast ", ShapeString(x->shape), " to ",
-                                                ShapeString(shape)));
+    return base::InvalidArgument(
+        "broadcast_to",
+        absl::StrCat("cannot broadcast ", ShapeString(x->shape), " to ", ShapeString(shape)));
   }
   Node n;
   n.op = Op::kExpand;
@@ -270,9 +275,9 @@ absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape 
     ok = starts[d] >= 0 && shape[d] >= 0 && starts[d] + shape[d] <= x->shape[d];
   }
   if (!ok) {
-    return Invalid("slice",
-                   absl::StrCat("window at (", absl::StrJoin(starts, ","), ") of size ",
-                                ShapeString(shape), " does not fit in ", ShapeString(x->shape)));
+    return base::InvalidArgument(
+        "slice", absl::StrCat("window at (", absl::StrJoin(starts, ","), ") of size ",
+                              ShapeString(shape), " does not fit in ", ShapeString(x->shape)));
   }
   Node n;
   n.op = Op::kSlice;
@@ -289,9 +294,9 @@ absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape sh
     ok = before[d] >= 0 && before[d] + x->shape[d] <= shape[d];
   }
   if (!ok) {
-    return Invalid("pad",
-                   absl::StrCat(ShapeString(x->shape), " placed at (", absl::StrJoin(before, ","),
-                                ") does not fit in ", ShapeString(shape)));
+    return base::InvalidArgument(
+        "pad", absl::StrCat(ShapeString(x->shape), " placed at (", absl::StrJoin(before, ","),
+                            ") does not fit in ", ShapeString(shape)));
   }
   Node n;
   n.op = Op::kPad;
@@ -303,23 +308,24 @@ absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape sh
 }
 
 absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes) {
-  if (!IsReduce(op)) return Invalid(OpName(op), "not a reduction");
+  if (!IsReduce(op)) return base::InvalidArgument(OpName(op), "not a reduction");
   const int64_t rank = static_cast<int64_t>(x->shape.size());
   for (size_t i = 0; i < axes.size(); ++i) {
     if (axes[i] < 0 || axes[i] >= rank || (i > 0 && axes[i] <= axes[i - 1])) {
-      return Invalid(OpName(op),
-                     absl::StrCat("axes (", absl::StrJoin(axes, ","),
-                                  ") are not sorted unique dims of ", ShapeString(x->shape)));
+      return base::InvalidArgument(
+          OpName(op), absl::StrCat("axes (", absl::StrJoin(axes, ","),
+                                   ") are not sorted unique dims of ", ShapeString(x->shape)));
     }
   }
   if (op == Op::kSum && (x->dtype == DType::boolean || x->dtype == DType::i32)) {
-    return Invalid("sum", "sum accumulates in f32 or i64; cast first");
+    return base::InvalidArgument("sum", "sum accumulates in f32 or i64; cast first");
   }
   if (op == Op::kMax) {
     for (int64_t a : axes) {
       if (x->shape[a] == 0) {
-        return Invalid("max", absl::StrCat("cannot reduce an empty dim ", a, " of ",
-                                           ShapeString(x->shape), ": max has no identity"));
+        return base::InvalidArgument(
+            "max", absl::StrCat("cannot reduce an empty dim ", a, " of ", ShapeString(x->shape),
+                                ": max has no identity"));
       }
     }
   }
@@ -337,22 +343,25 @@ absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
   const Shape& sa = a->shape;
   const Shape& sb = b->shape;
   if (sa.size() < 2 || sb.size() < 2 || sa.size() != sb.size()) {
-    return Invalid("matmul", absl::StrCat("expected operands of equal rank >= 2, got ",
-                                          ShapeString(sa), " and ", ShapeString(sb)));
+    return base::InvalidArgument(
+        "matmul", absl::StrCat("expected operands of equal rank >= 2, got ", ShapeString(sa),
+                               " and ", ShapeString(sb)));
   }
   const size_t r = sa.size();
   if (sa[r - 1] != sb[r - 2]) {
-    return Invalid(
+    return base::InvalidArgument(
         "matmul", absl::StrCat("inner dimensions differ: ", ShapeString(sa), " @ ", ShapeString(sb),
                                " (", sa[r - 1], " vs ", sb[r - 2], ")"));
   }
   if (!std::equal(sa.begin(), sa.end() - 2, sb.begin())) {
-    return Invalid("matmul", absl::StrCat("batch dimensions differ: ", ShapeString(sa), " @ ",
-                                          ShapeString(sb)));
+    return base::InvalidArgument(
+        "matmul",
+        absl::StrCat("batch dimensions differ: ", ShapeString(sa), " @ ", ShapeString(sb)));
   }
   if (a->dtype != b->dtype || a->dtype == DType::boolean) {
-    return Invalid("matmul", absl::StrCat("expected equal numeric dtypes, got ",
-                                          dtype_name(a->dtype), " and ", dtype_name(b->dtype)));
+    return base::InvalidArgument(
+        "matmul", absl::StrCat("expected equal numeric dtypes, got ", dtype_name(a->dtype), " and ",
+                               dtype_name(b->dtype)));
   }
   Node n;
   n.op = Op::kMatmul;

@@ -1,22 +1,14 @@
-#include "frontend/runtime.h"
+#include "runtime/devices.h"
 
 #include <map>
 #include <memory>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/throw.h"
+#include "base/status.h"
 #include "lazycl/error.h"
 
-namespace lazycl::frontend {
-
-[[noreturn]] void Throw(const absl::Status& status) { throw Error(std::string(status.message())); }
-
-const backend::Settings& Settings() {
-  const absl::StatusOr<backend::Settings>& settings = backend::ProcessSettings();
-  if (!settings.ok()) Throw(settings.status());
-  return *settings;
-}
+namespace lazycl::runtime {
 
 namespace {
 
@@ -39,14 +31,15 @@ backend::Device& OpenClDevice(int index) {
   auto it = devices->find(index);
   if (it != devices->end()) return *it->second;
   absl::StatusOr<std::unique_ptr<backend::Device>> device =
-      backend::Device::Open(Settings(), index);
+      backend::Device::Open(base::CurrentSettings(), index);
   if (!device.ok()) {
-    Throw(absl::Status(device.status().code(), absl::StrCat("cannot open OpenCL device cl:", index,
-                                                            ": ", device.status().message())));
+    base::Throw(absl::Status(
+        device.status().code(),
+        absl::StrCat("cannot open OpenCL device cl:", index, ": ", device.status().message())));
   }
   backend::Device* raw = device->release();
   (*devices)[index] = raw;
   return *raw;
 }
 
-}  // namespace lazycl::frontend
+}  // namespace lazycl::runtime

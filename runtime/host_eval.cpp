@@ -1,4 +1,4 @@
-#include "frontend/host_eval.h"
+#include "runtime/host_eval.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,10 +14,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "backend/check.h"
 #include "backend/host_buffers.h"
+#include "base/check.h"
 
-namespace lazycl::frontend {
+namespace lazycl::runtime {
 namespace {
 
 using ir::Node;
@@ -547,4 +547,4 @@ absl::StatusOr<std::shared_ptr<ir::Storage>> EvaluateOnHost(const ir::NodePtr& r
   return ToStorage(*root, values.at(root.get()));
 }
 
-}  // namespace lazycl::frontend
+}  // namespace lazycl::runtime

@@ -5,13 +5,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/throw.h"
+#include "base/status.h"
 
 namespace lazycl {
 
 Device Device::opencl(int index) {
   if (index < 0) {
-    frontend::Throw(
+    base::Throw(
         absl::InvalidArgumentError(absl::StrCat("Device::opencl: index ", index, " is negative")));
   }
   return Device(Kind::opencl, index);
@@ -31,7 +31,7 @@ Device Device::parse(std::string_view text) {
     }
     break;
   }
-  frontend::Throw(absl::InvalidArgumentError(
+  base::Throw(absl::InvalidArgumentError(
       absl::StrCat("Device::parse: \"", std::string(text),
                    "\" is not a device; expected \"host\", \"cl\" or \"cl:N\"")));
 }

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace lazycl::backend {
+namespace lazycl::base {
 
 enum class DeviceType { kGpu, kCpu, kAccelerator, kOther };
 // LAZYCL_DEVICE_TYPE: kDefault prefers a GPU and otherwise takes anything.
@@ -41,6 +41,10 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup);
 // The process's settings, read from the real environment on first use and never again.
 const absl::StatusOr<Settings>& ProcessSettings();
 
+// ProcessSettings() for code that reports to the user: a malformed variable throws
+// lazycl::Error on every call.
+const Settings& CurrentSettings();
+
 std::string_view DeviceTypeName(DeviceType type);
 
-}  // namespace lazycl::backend
+}  // namespace lazycl::base

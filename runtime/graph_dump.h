@@ -6,7 +6,7 @@
 #include "kernels/plan.h"
 
 // Text for LAZYCL_DEBUG and LAZYCL_DUMP_DIR.
-namespace lazycl::frontend {
+namespace lazycl::runtime {
 
 std::string GraphText(const kernels::Graph& graph);  // one line per node
 std::string GraphDot(const kernels::Graph& graph);   // Graphviz
@@ -16,4 +16,4 @@ std::string PlanSource(const kernels::Plan& plan);   // every kernel's OpenCL C
 void DumpGraph(const std::string& dir, uint64_t key, const kernels::Graph& graph,
                const kernels::Plan& plan);
 
-}  // namespace lazycl::frontend
+}  // namespace lazycl::runtime

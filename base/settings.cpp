@@ -1,4 +1,4 @@
-#include "backend/settings.h"
+#include "base/settings.h"
 
 #include <cstdlib>
 #include <limits>
@@ -8,9 +8,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "backend/string_view.h"
+#include "base/status.h"
+#include "base/string_view.h"
 
-namespace lazycl::backend {
+namespace lazycl::base {
 namespace {
 
 absl::Status Malformed(std::string_view variable, std::string_view value,
@@ -138,6 +139,12 @@ const absl::StatusOr<Settings>& ProcessSettings() {
   return *settings;
 }
 
+const Settings& CurrentSettings() {
+  const absl::StatusOr<Settings>& settings = ProcessSettings();
+  if (!settings.ok()) Throw(settings.status());
+  return *settings;
+}
+
 std::string_view DeviceTypeName(DeviceType type) {
   switch (type) {
     case DeviceType::kGpu:
@@ -152,4 +159,4 @@ std::string_view DeviceTypeName(DeviceType type) {
   return "other";
 }
 
-}  // namespace lazycl::backend
+}  // namespace lazycl::base

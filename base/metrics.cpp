@@ -7,14 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "backend/metrics_registry.h"
-#include "backend/string_view.h"
+#include "base/metrics_registry.h"
+#include "base/string_view.h"
 #include "lazycl/metrics.h"
 
 // One process-wide registry behind both the internal API (backend/metrics_registry.h) and the
 // public one (<lazycl/metrics.h>). The registry owns every counter for the life of the process
 // (it is leaked, so counting during static destruction stays safe); callers may keep references.
-namespace lazycl::backend::metrics {
+namespace lazycl::base::metrics {
 namespace {
 
 constexpr std::string_view kLive = "DeviceLiveBytes";
@@ -49,7 +49,7 @@ double Ms(int64_t nanos) { return static_cast<double>(nanos) / 1e6; }
 std::atomic<int64_t>& Counter(std::string_view name) {
   Registry& registry = GetRegistry();
   absl::MutexLock lock(&registry.mu);
-  auto it = registry.counters.find(backend::Sv(name));
+  auto it = registry.counters.find(base::Sv(name));
   if (it == registry.counters.end()) {
     it = registry.counters.emplace(std::string(name), std::make_unique<std::atomic<int64_t>>(0))
              .first;
@@ -76,16 +76,16 @@ void AddLiveBytes(int64_t delta) {
   }
 }
 
-}  // namespace lazycl::backend::metrics
+}  // namespace lazycl::base::metrics
 
 namespace lazycl::metrics {
 
-namespace internal = lazycl::backend::metrics;
+namespace internal = lazycl::base::metrics;
 
 int64_t counter(std::string_view name) {
   internal::Registry& registry = internal::GetRegistry();
   absl::MutexLock lock(&registry.mu);
-  auto it = registry.counters.find(backend::Sv(name));
+  auto it = registry.counters.find(base::Sv(name));
   return it == registry.counters.end() ? 0 : it->second->load(std::memory_order_relaxed);
 }
 
@@ -93,8 +93,7 @@ void reset() {
   internal::Registry& registry = internal::GetRegistry();
   absl::MutexLock lock(&registry.mu);
   int64_t live = 0;
-  if (auto it = registry.counters.find(backend::Sv(internal::kLive));
-      it != registry.counters.end()) {
+  if (auto it = registry.counters.find(base::Sv(internal::kLive)); it != registry.counters.end()) {
     live = it->second->load();
   }
   for (auto& [name, value] : registry.counters) {

@@ -1,4 +1,4 @@
-#include "frontend/storage.h"
+#include "runtime/storage.h"
 
 #include <utility>
 

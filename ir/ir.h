@@ -7,7 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "frontend/op_table.h"
+#include "ir/op_table.h"
 #include "lazycl/dtype.h"
 
 // The IR: one plain node type. A node holds real references to its operands; nothing holds a

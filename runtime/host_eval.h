@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "frontend/ir.h"
-#include "frontend/storage.h"
+#include "ir/ir.h"
+#include "runtime/storage.h"
 
 // The host reference backend: a plain interpreter of the IR. Host tensors are computed by it
 // eagerly, and every OpenCL result is tested against it, so these are the semantics that the
@@ -46,7 +46,7 @@
 // ascending) and rounds once; i32/i64 wrap.
 //
 // Size-0 dims are allowed everywhere.
-namespace lazycl::frontend {
+namespace lazycl::runtime {
 
 // Evaluates `node` on the host. Every Buffer leaf must be a host Storage (device().is_host());
 // one that holds no data gives FailedPrecondition naming it. Returns a new host Storage, owned
@@ -54,4 +54,4 @@ namespace lazycl::frontend {
 // row-major in node->shape. Each node of the DAG is evaluated once however often it is shared.
 absl::StatusOr<std::shared_ptr<ir::Storage>> EvaluateOnHost(const ir::NodePtr& node);
 
-}  // namespace lazycl::frontend
+}  // namespace lazycl::runtime

@@ -4,16 +4,16 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
-#include "frontend/autograd.h"
-#include "frontend/throw.h"
+#include "base/status.h"
+#include "ir/autodiff.h"
 
-namespace lazycl::frontend {
+namespace lazycl::ir {
 namespace {
 
 using ir::NodePtr;
 using ir::Op;
 
-NodePtr Must(absl::StatusOr<NodePtr> n) { return ValueOrThrow(std::move(n)); }
+NodePtr Must(absl::StatusOr<NodePtr> n) { return base::ValueOrThrow(std::move(n)); }
 
 NodePtr Const(double value, const NodePtr& like) {
   return ir::MakeConstant(value, like->dtype, like->shape);
@@ -230,4 +230,4 @@ std::vector<NodePtr> Backprop(const std::vector<NodePtr>& roots, const std::vect
   return out;
 }
 
-}  // namespace lazycl::frontend
+}  // namespace lazycl::ir

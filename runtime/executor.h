@@ -7,28 +7,28 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "frontend/storage.h"
-#include "frontend/tensor_impl.h"
 #include "kernels/graph.h"
+#include "runtime/storage.h"
 
 // The graph executor: the one place that knows the IR, the lowering and the backend.
-namespace lazycl::frontend {
+namespace lazycl::runtime {
 
 // Graphs whose pending nodes exceed this are computed at once when a node is made, so that a
 // loop such as `for (...) a = a + b;` runs in bounded memory and bounded kernel size.
 inline constexpr int64_t kMaxPendingNodes = 512;
 
-// Computes every pending device tensor in `tensors` as one graph per device, and replaces each
-// one's node with a Buffer leaf holding its result. Host tensors and computed tensors are left
-// as they are. A graph that needs the data of a placeholder fails with FailedPrecondition before
-// anything runs, and leaves every tensor untouched.
+// Computes `outputs` (unique, pending nodes of OpenCL device `device`) as one graph and returns
+// one new Storage per output, holding its value. A graph that needs the data of a placeholder
+// fails with FailedPrecondition before anything runs. The caller (the tensor layer) rebinds its
+// own handles to the results; nothing here touches a Tensor.
 //
 // By default it returns when the device has finished: lazycl never hands control back with work
 // in flight, because work still queued when the process exits makes PoCL compile kernels while
 // LLVM's static objects are being destroyed (a crash), and a read of an empty result would
 // otherwise wait for nothing. `wait = false` only enqueues; the caller must Finish the device
-// (lazycl-bench measures host overhead that way).
-absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait = true);
+// (lazycl-bench measures host overhead that way). On failure the device is drained either way.
+absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> Materialize(
+    int device, const std::vector<const ir::Node*>& outputs, bool wait = true);
 
 // The message for reading a placeholder: names the word, the shape, the dtype and the device.
 std::string PlaceholderMessage(const ir::Node& leaf, const Device& device);
@@ -64,4 +64,4 @@ const std::vector<size_t>& OutputBytes(const CachedPlan& plan);
 absl::Status Execute(int device, CachedPlan& plan, std::span<const Binding> params,
                      std::span<const Binding> outputs);
 
-}  // namespace lazycl::frontend
+}  // namespace lazycl::runtime

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstddef>
+#include <iterator>
+
+#include "lazycl/dtype.h"
+
+// The one dtype table: everything the floors need to know about a dtype, in DType's order.
+// Adding a dtype is one enumerator in lazycl/dtype.h and one row here.
+namespace lazycl::base {
+
+struct DTypeInfo {
+  DType dtype;
+  const char* name;    // as printed: "f32"
+  size_t size;         // bytes per element
+  const char* opencl;  // the OpenCL C type it is stored as
+  const char* cpp;     // the C++ type of to_vector<T>
+  bool floating;
+  bool integral;  // integers other than bool
+  int rank;       // promotion: the higher rank wins (bool < i32 < i64 < f32)
+};
+
+inline constexpr DTypeInfo kDTypes[] = {
+    {DType::f32, "f32", 4, "float", "float", true, false, 3},
+    {DType::i32, "i32", 4, "int", "int32_t", false, true, 1},
+    {DType::i64, "i64", 8, "long", "int64_t", false, true, 2},
+    {DType::boolean, "bool", 1, "uchar", "uint8_t", false, false, 0},
+};
+static_assert(std::size(kDTypes) == static_cast<size_t>(DType::boolean) + 1,
+              "one row per DType, in enum order");
+
+constexpr const DTypeInfo& Info(DType dtype) { return kDTypes[static_cast<size_t>(dtype)]; }
+
+}  // namespace lazycl::base

@@ -1,0 +1,18 @@
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "frontend/tensor_impl.h"
+
+// The tensor layer's side of running graphs: which tensors are pending, on which device, and
+// rebinding each handle to its result (the runtime returns buffers; it never touches a Tensor).
+namespace lazycl::frontend {
+
+// Computes every pending device tensor in `tensors` as one graph per device and replaces each
+// one's node with a Buffer leaf holding its result. Host tensors and computed tensors are left
+// as they are; a tensor listed twice (or two handles of one value) is computed once. On failure
+// every tensor is left untouched. `wait` as runtime::Materialize.
+absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait = true);
+
+}  // namespace lazycl::frontend

@@ -1,0 +1,13 @@
+#pragma once
+
+#include "backend/device.h"
+#include "base/settings.h"
+
+// The OpenCL devices of the process, opened on first use
+// and kept until exit (never destroyed, so tensors that outlive main() stay safe).
+namespace lazycl::runtime {
+
+// OpenCL candidate `index` (see lazycl::Device); throws lazycl::Error when it cannot be opened.
+backend::Device& OpenClDevice(int index);
+
+}  // namespace lazycl::runtime
