@@ -1,5 +1,9 @@
 #include "backend/program_cache.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,6 +15,7 @@
 #include <iterator>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -53,6 +58,74 @@ uint64_t Fnv1a(std::string_view data, uint64_t basis) {
 std::string StableHashHex(std::string_view data) {
   return absl::StrFormat("%016x%016x", Fnv1a(data, 0xcbf29ce484222325ULL),
                          Fnv1a(data, 0x84222325cbf29ce4ULL));
+}
+
+// A device binary is a few MiB at most; anything larger in the cache is not ours.
+constexpr int64_t kMaxEntryBytes = int64_t{256} << 20;
+
+enum class EntryRead { kMissing, kRead, kUnusable };
+
+// Reads a disk-cache entry into `data`. Only a regular file of at most kMaxEntryBytes is read:
+// a symlink is never followed (it could point at /dev/zero or out of the cache), and a
+// directory, FIFO or device is never opened for reading (a FIFO would block forever). Anything
+// else is kUnusable with the reason in `why`.
+EntryRead ReadEntry(const std::string& path, std::string* data, std::string* why) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return EntryRead::kMissing;
+    *why = errno == ELOOP ? "a symbolic link" : absl::StrCat("cannot open: ", strerror(errno));
+    return EntryRead::kUnusable;
+  }
+  struct stat st;
+  EntryRead result = EntryRead::kRead;
+  if (fstat(fd, &st) != 0) {
+    *why = absl::StrCat("cannot stat: ", strerror(errno));
+    result = EntryRead::kUnusable;
+  } else if (!S_ISREG(st.st_mode)) {
+    *why = "not a regular file";
+    result = EntryRead::kUnusable;
+  } else if (st.st_size > kMaxEntryBytes) {
+    *why = absl::StrCat("larger than ", kMaxEntryBytes, " bytes");
+    result = EntryRead::kUnusable;
+  } else {
+    data->resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (done < data->size()) {
+      const ssize_t n = read(fd, data->data() + done, data->size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    data->resize(done);  // a shorter read fails the length check like a truncated file
+  }
+  close(fd);
+  return result;
+}
+
+enum class LoadMark { kMarked, kUnmarked, kDeadLoader };
+
+// Marks `path` as being loaded by this process (`<path>.loading` holding our pid), so that a
+// process that dies inside the driver while loading a binary does not make every later process
+// load the same binary and die the same way: the next one finds the marker of a dead process and
+// rebuilds instead. A marker of a live process (a concurrent load) is left alone; a cache
+// directory where no marker can be written loads unmarked.
+LoadMark MarkLoading(const std::string& marker) {
+  const int fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    const std::string pid = absl::StrCat(getpid());
+    const bool written = write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
+    close(fd);
+    return written ? LoadMark::kMarked : LoadMark::kUnmarked;
+  }
+  if (errno != EEXIST) return LoadMark::kUnmarked;
+  std::string text;
+  std::string why;
+  int pid = 0;
+  if (ReadEntry(marker, &text, &why) == EntryRead::kRead && text.size() < 32 &&
+      absl::SimpleAtoi(text, &pid) && pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)) {
+    return LoadMark::kUnmarked;
+  }
+  return LoadMark::kDeadLoader;
 }
 
 double MsSince(std::chrono::steady_clock::time_point start) {
@@ -129,21 +202,28 @@ bool ProgramCache::LoadFromDisk(const std::string& path, const std::string& key,
                                 std::string_view options, const std::string& hash,
                                 cl::Program* program) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return false;
+  const std::string marker = path + ".loading";
   const auto start = std::chrono::steady_clock::now();
-  std::string data;
-  {
-    std::ifstream in(path, std::ios::binary);
-    data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  // An unusable entry is removed (remove_all: it may be a directory; a symlink is removed, not
+  // what it points to) so that the rebuilt program takes its place.
   auto reject = [&](std::string_view why) {
     if (debug_ >= 1) {
       std::fprintf(stderr, "lazycl: discarding disk cache entry %s: %.*s\n", path.c_str(),
                    static_cast<int>(why.size()), why.data());
     }
-    std::filesystem::remove(path, ec);
+    std::filesystem::remove_all(path, ec);
     return false;
   };
+  std::string data;
+  std::string why;
+  switch (ReadEntry(path, &data, &why)) {
+    case EntryRead::kMissing:
+      return false;
+    case EntryRead::kUnusable:
+      return reject(why);
+    case EntryRead::kRead:
+      break;
+  }
   Header header;
   if (data.size() < sizeof(header)) return reject("truncated header");
   std::memcpy(&header, data.data(), sizeof(header));
@@ -161,13 +241,20 @@ bool ProgramCache::LoadFromDisk(const std::string& path, const std::string& key,
     return reject("checksum mismatch");
   }
 
+  const LoadMark mark = MarkLoading(marker);
+  if (mark == LoadMark::kDeadLoader) {
+    std::filesystem::remove(marker, ec);
+    return reject("a process died while loading it");
+  }
   cl::Program::Binaries binaries{std::vector<unsigned char>(payload.begin(), payload.end())};
   std::vector<cl_int> binary_status;
   cl_int err = CL_SUCCESS;
   cl::Program loaded(context_, {device_}, binaries, &binary_status, &err);
-  if (err != CL_SUCCESS) return reject(ClErrorName(err));
-  const std::string options_text(options);
-  err = loaded.build({device_}, options_text.c_str());
+  if (err == CL_SUCCESS) {
+    const std::string options_text(options);
+    err = loaded.build({device_}, options_text.c_str());
+  }
+  if (mark == LoadMark::kMarked) std::filesystem::remove(marker, ec);
   if (err != CL_SUCCESS) return reject(ClErrorName(err));
   base::metrics::Add("ProgramDiskCacheHits", 1);
   base::metrics::RecordTime("CompileTime", NanosSince(start));

@@ -115,6 +115,11 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
   if (auto v = Get(lookup, "LAZYCL_DEVICE_MEMORY_LIMIT")) {
     absl::StatusOr<int64_t> bytes = ParseBytes("LAZYCL_DEVICE_MEMORY_LIMIT", *v);
     if (!bytes.ok()) return bytes.status();
+    // 0 would read as "no limit" while saying "no memory": neither is what a user means.
+    if (*bytes == 0) {
+      return Malformed("LAZYCL_DEVICE_MEMORY_LIMIT", *v,
+                       "a positive byte count (unset the variable for no limit)");
+    }
     settings.device_memory_limit = *bytes;
   }
 

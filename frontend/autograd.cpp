@@ -222,6 +222,24 @@ Tensor ZerosOn(const ir::Shape& shape, DType dtype, Device device) {
 
 namespace lazycl {
 
+TensorImpl::~TensorImpl() {
+  if (grad_fn == nullptr) return;
+  std::vector<std::shared_ptr<frontend::GradFn>> doomed;
+  doomed.push_back(std::move(grad_fn));
+  while (!doomed.empty()) {
+    std::shared_ptr<frontend::GradFn> fn = std::move(doomed.back());
+    doomed.pop_back();
+    if (fn.use_count() != 1) continue;  // someone else keeps it (and its inputs) alive
+    // Ours is the last handle: detach the records of inputs that die with it, so that destroying
+    // `fn` destroys those inputs without recursing into their records.
+    for (std::shared_ptr<TensorImpl>& input : fn->inputs) {
+      if (input != nullptr && input.use_count() == 1 && input->grad_fn != nullptr) {
+        doomed.push_back(std::move(input->grad_fn));
+      }
+    }
+  }
+}
+
 using frontend::ImplOf;
 
 namespace {

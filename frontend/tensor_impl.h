@@ -21,6 +21,13 @@ class GradFn;  // frontend/autograd.h
 // leaf that requires grad has no grad_fn; backward() accumulates into its `grad`. Tensors that do
 // not require grad record nothing.
 struct TensorImpl {
+  TensorImpl() = default;
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+  // Releases a chain of grad_fn -> inputs -> grad_fn ... iteratively (autograd.cpp), so that the
+  // record of a long loop does not overflow the stack when its last tensor goes.
+  ~TensorImpl();
+
   ir::NodePtr node;
   Device device = Device::host();
   bool requires_grad = false;

@@ -51,6 +51,21 @@ NodePtr Finish(Node node) {
 
 }  // namespace
 
+Node::~Node() {
+  std::vector<NodePtr> doomed = std::move(operands);
+  while (!doomed.empty()) {
+    NodePtr n = std::move(doomed.back());
+    doomed.pop_back();
+    // The last handle of `n` is ours (nothing holds weak references to nodes): take its operands
+    // before it goes, so its own destructor has nothing left to release.
+    if (n.use_count() == 1) {
+      std::vector<NodePtr>& inner = const_cast<Node&>(*n).operands;
+      for (NodePtr& o : inner) doomed.push_back(std::move(o));
+      inner.clear();
+    }
+  }
+}
+
 const char* OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
 int OpArity(Op op) { return kOpArity[static_cast<int>(op)]; }
 OpCategory Category(Op op) { return kOpCategory[static_cast<int>(op)]; }

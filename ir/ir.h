@@ -25,6 +25,15 @@ struct Node;
 using NodePtr = std::shared_ptr<const Node>;
 
 struct Node {
+  Node() = default;
+  Node(const Node&) = default;
+  Node(Node&&) = default;
+  Node& operator=(const Node&) = default;
+  Node& operator=(Node&&) = default;
+  // Releases the operands iteratively, so that dropping the last handle of a chain of a million
+  // nodes does not recurse a million destructors deep (a stack overflow on small stacks).
+  ~Node();
+
   Op op = Op::kConstant;
   DType dtype = DType::f32;
   Shape shape;

@@ -11,7 +11,7 @@ namespace lazycl::ir {
 
 // The data of a Buffer leaf: one buffer in the BufferManager of its device. A Storage owns its
 // buffer and releases it when the last reference goes. A placeholder is a Storage whose buffer
-// is declared and never written (MISSION.md, section 1).
+// is declared and never written: it holds no memory, ever.
 class Storage {
  public:
   Storage(Device device, backend::BufferManager* manager, size_t bytes, std::string label,

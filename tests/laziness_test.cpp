@@ -102,6 +102,25 @@ TEST(LazinessTest, SecondReadDoesNotRecompute) {
   EXPECT_EQ(after.at("TransferFromDeviceBytes"), mid.at("TransferFromDeviceBytes") + 301 * 4);
 }
 
+// Regression: sync of one value through two handles (or one handle twice) threw
+// std::out_of_range from the executor's rebinding loop, which looked the second handle up by the
+// node the first had just replaced.
+TEST(LazinessTest, SyncOfOneValueTwiceComputesItOnce) {
+  const Device cl = Device::opencl(0);
+  Tensor x = tensor(Iota(37, 1.0f, 0), {37}, cl);
+  Tensor y = x * 2;
+  Tensor y2 = y;  // a second handle of the same value
+  Tensor z = x + 1;
+  const int64_t launches = metrics::counter("KernelLaunches");
+  sync({y, y2, z, z});
+  EXPECT_EQ(metrics::counter("KernelLaunches") - launches, 2);  // one kernel per value
+  const std::vector<float> ys = y.to_vector<float>();
+  EXPECT_EQ(ys, y2.to_vector<float>());
+  EXPECT_FLOAT_EQ(ys[5], 10.0f);
+  EXPECT_FLOAT_EQ(z.to_vector<float>()[5], 6.0f);
+  sync({y, y});  // already computed: nothing to do
+  EXPECT_EQ(metrics::counter("KernelLaunches") - launches, 2);
+}
 TEST(LazinessTest, ReadingOneResultLeavesOtherPendingTensorsPending) {
   const Device cl = Device::opencl(0);
   Tensor a = tensor(Iota(64, 1, 0), {64}, cl);

@@ -1,11 +1,18 @@
 #include "backend/program_cache.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "backend/device.h"
 #include "backend_test_util.h"
@@ -132,6 +139,138 @@ TEST_F(ProgramCacheTest, CorruptEntryIsRebuilt) {
   ASSERT_TRUE(third->GetKernel(Source("corrupt"), "", "scale_corrupt").ok());
   EXPECT_EQ(C("ProgramDiskCacheHits"), 1);
   EXPECT_EQ(C("ProgramBuilds"), 0);
+}
+
+// Disk-cache entries that are not what they seem (regression: a directory threw
+// std::ios_base::failure out of the caller, a symlink to /dev/zero was read until bad_alloc, a
+// FIFO hung the process). Each is a miss: the program is built and a regular entry replaces it.
+class ProgramCacheEntryTest : public ProgramCacheTest {
+ protected:
+  // Builds `tag`'s program once so that its entry exists, replaces that entry with what
+  // `make_entry` puts at its path (given the entry's bytes), then checks that a fresh device
+  // builds the program, that a regular entry took the odd one's place, and that it loads.
+  using MakeEntry = std::function<void(const fs::path&, const std::string& bytes)>;
+  void ExpectMissAndReplaced(std::string_view tag, const MakeEntry& make_entry) {
+    const std::string name = "scale_" + std::string(tag);
+    {
+      std::unique_ptr<Device> device = Open(cache_dir_);
+      ASSERT_NE(device, nullptr);
+      ASSERT_TRUE(device->GetKernel(Source(tag), "", name).ok());
+    }
+    ASSERT_EQ(CacheFiles().size(), 1u);
+    const fs::path path = CacheFiles()[0];
+    std::string bytes;
+    {
+      std::ifstream in(path, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    fs::remove(path);
+    make_entry(path, bytes);
+
+    std::unique_ptr<Device> device = Open(cache_dir_);
+    lazycl::metrics::reset();
+    auto kernel = device->GetKernel(Source(tag), "", name);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_EQ(C("ProgramBuilds"), 1);
+    EXPECT_EQ(C("ProgramDiskCacheHits"), 0);
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(path))) << path;
+    std::unique_ptr<Device> next = Open(cache_dir_);
+    lazycl::metrics::reset();
+    ASSERT_TRUE(next->GetKernel(Source(tag), "", name).ok());
+    EXPECT_EQ(C("ProgramDiskCacheHits"), 1);
+  }
+};
+
+TEST_F(ProgramCacheEntryTest, DirectoryEntryIsAMiss) {
+  ExpectMissAndReplaced("dir_entry", [](const fs::path& p, const std::string&) {
+    fs::create_directories(p / "inside");
+  });
+}
+
+TEST_F(ProgramCacheEntryTest, SymlinkToDevZeroIsAMissAndNotFollowed) {
+  ExpectMissAndReplaced("devzero_entry", [](const fs::path& p, const std::string&) {
+    fs::create_symlink("/dev/zero", p);
+  });
+  EXPECT_TRUE(fs::is_character_file("/dev/zero"));
+}
+
+TEST_F(ProgramCacheEntryTest, FifoEntryIsAMissAndDoesNotBlock) {
+  ExpectMissAndReplaced("fifo_entry", [](const fs::path& p, const std::string&) {
+    ASSERT_EQ(mkfifo(p.c_str(), 0644), 0);
+  });
+}
+
+// FNV-1a as the cache's checksum, so the test can forge an entry whose checksum is right.
+uint64_t Fnv1a(std::string_view data) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+TEST_F(ProgramCacheEntryTest, PayloadTheDriverRejectsIsRebuilt) {
+  ExpectMissAndReplaced("bad_payload", [](const fs::path& p, const std::string& bytes) {
+    // Header: magic[8], version u32, reserved u32, key_bytes u64, payload_bytes u64, checksum u64.
+    std::string data = bytes;
+    ASSERT_GT(data.size(), 40u);
+    uint64_t key_bytes = 0;
+    std::memcpy(&key_bytes, data.data() + 16, 8);
+    const size_t payload_at = 40 + key_bytes;
+    ASSERT_LT(payload_at, data.size());
+    for (size_t i = payload_at; i < data.size(); ++i) data[i] = static_cast<char>('x' + i % 7);
+    const uint64_t checksum = Fnv1a(std::string_view(data).substr(payload_at));
+    std::memcpy(data.data() + 32, &checksum, 8);
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  });
+}
+
+// A process that died while the driver loaded an entry left `<entry>.loading` with its pid: the
+// next process rebuilds instead of loading (and possibly dying) the same way.
+TEST_F(ProgramCacheEntryTest, MarkerOfADeadLoaderMakesTheNextProcessRebuild) {
+  const std::string tag = "dead_loader";
+  fs::path path;
+  {
+    std::unique_ptr<Device> device = Open(cache_dir_);
+    ASSERT_TRUE(device->GetKernel(Source(tag), "", "scale_dead_loader").ok());
+  }
+  ASSERT_EQ(CacheFiles().size(), 1u);
+  path = CacheFiles()[0];
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // reaped: its pid names no process now
+  const fs::path marker = path.string() + ".loading";
+  { std::ofstream(marker) << child; }
+
+  std::unique_ptr<Device> device = Open(cache_dir_);
+  lazycl::metrics::reset();
+  ASSERT_TRUE(device->GetKernel(Source(tag), "", "scale_dead_loader").ok());
+  EXPECT_EQ(C("ProgramBuilds"), 1);
+  EXPECT_EQ(C("ProgramDiskCacheHits"), 0);
+  EXPECT_FALSE(fs::exists(marker));
+  EXPECT_TRUE(fs::is_regular_file(path));
+}
+
+TEST_F(ProgramCacheEntryTest, MarkerOfALiveLoaderStillLoads) {
+  const std::string tag = "live_loader";
+  fs::path path;
+  {
+    std::unique_ptr<Device> device = Open(cache_dir_);
+    ASSERT_TRUE(device->GetKernel(Source(tag), "", "scale_live_loader").ok());
+  }
+  ASSERT_EQ(CacheFiles().size(), 1u);
+  path = CacheFiles()[0];
+  const fs::path marker = path.string() + ".loading";
+  { std::ofstream(marker) << getpid(); }  // a concurrent load by a live process
+  std::unique_ptr<Device> device = Open(cache_dir_);
+  lazycl::metrics::reset();
+  ASSERT_TRUE(device->GetKernel(Source(tag), "", "scale_live_loader").ok());
+  EXPECT_EQ(C("ProgramDiskCacheHits"), 1);
+  EXPECT_EQ(C("ProgramBuilds"), 0);
+  EXPECT_TRUE(fs::exists(marker));  // not ours to remove
 }
 
 TEST_F(ProgramCacheTest, BuildErrorCarriesLogAndSource) {

@@ -121,6 +121,16 @@ TEST(SettingsTest, MalformedMemoryLimitNamesVariable) {
   }
 }
 
+// Regression: LAZYCL_DEVICE_MEMORY_LIMIT=0 silently meant "no limit".
+TEST(SettingsTest, ZeroMemoryLimitIsAnError) {
+  for (const char* zero : {"0", "0K", "0GiB"}) {
+    absl::StatusOr<base::Settings> s = Parse({{"LAZYCL_DEVICE_MEMORY_LIMIT", zero}});
+    ASSERT_FALSE(s.ok()) << zero;
+    EXPECT_NE(Message(s.status()).find("positive"), std::string::npos) << Message(s.status());
+    EXPECT_NE(Message(s.status()).find(zero), std::string::npos);
+  }
+}
+
 TEST(SettingsTest, Codegen) {
   EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "gpu"}})->codegen, base::CodegenStrategy::kGpu);
   EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "CPU"}})->codegen, base::CodegenStrategy::kCpu);

@@ -5,7 +5,7 @@
 #include <string_view>
 
 // Counters that lazycl keeps about real work: transfers, allocations, launches, compiles.
-// Names are part of the contract (SPEC.md, "Metrics").
+// Names are part of the API; README, "Metrics", lists them.
 namespace lazycl::metrics {
 
 // Current value of the named counter; 0 when it was never touched.

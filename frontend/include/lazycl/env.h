@@ -2,7 +2,8 @@
 
 #include "lazycl/device.h"
 
-// The environment that decides where new tensors live (MISSION.md, seed 001).
+// The environment that decides where new tensors live: host tensors (eager, no OpenCL) or
+// tensors on an OpenCL device (lazy), as torchax's default_env() does.
 namespace lazycl {
 
 struct Config {

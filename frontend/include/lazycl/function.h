@@ -9,7 +9,8 @@
 #include "lazycl/dtype.h"
 #include "lazycl/tensor.h"
 
-// Tracing C++ functions into reusable compiled graphs (MISSION.md, sections 1 and 3).
+// Tracing C++ functions into reusable compiled graphs: a function traced once on placeholders
+// (no bytes move), its unused arguments pruned, compiled once and called many times.
 namespace lazycl {
 
 struct TensorSpec {
