@@ -17,6 +17,7 @@
 #include "lazycl/ops.h"
 #include "runtime/devices.h"
 #include "runtime/executor.h"
+#include "runtime/step_loop.h"
 
 namespace lazycl {
 namespace {
@@ -101,8 +102,6 @@ Tensor TraceInput(std::vector<int64_t> shape, DType dtype, Device device,
     return zeros(std::move(shape), dtype, Device::host()).to(device);
   return placeholder(std::move(shape), dtype, device);
 }
-
-const ir::Storage* StorageOf(const Tensor& t) { return t.impl()->node->storage.get(); }
 
 // The backward of a device scan: a reverse scan whose carry is the adjoint of the carry and
 // whose xs are the saved per-step carries, the xs and the adjoints of the ys; its body is the
@@ -253,111 +252,32 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
     }
   }
 
-  // Every output gets its own kernel: one that is an input, or the same node as an earlier
-  // output, is copied through a no-op view.
   std::vector<ir::NodePtr> out_nodes;
-  std::vector<const ir::Node*> raw;
-  absl::flat_hash_set<const ir::Node*> seen;
-  for (const Tensor& out : outputs) {
-    ir::NodePtr n = out.impl()->node;
-    if (n->op == ir::Op::kBuffer || seen.contains(n.get()))
-      n = base::ValueOrThrow(ir::MakeReshape(n, n->shape));
-    seen.insert(n.get());
-    out_nodes.push_back(n);
-    raw.push_back(n.get());
-  }
-  runtime::BuiltGraph built = runtime::BuildGraph(raw, /*bind_offsets=*/true);
-
-  // Which parameter is which: a carry, an xs slice, or a tensor the body captured.
-  enum class Role { kCarry, kSlice, kCaptured };
-  absl::flat_hash_map<const ir::Storage*, std::pair<Role, size_t>> role;
-  for (size_t i = 0; i < carry_in.size(); ++i) role[StorageOf(carry_in[i])] = {Role::kCarry, i};
-  for (size_t j = 0; j < x_in.size(); ++j) role[StorageOf(x_in[j])] = {Role::kSlice, j};
-  for (const auto& storage : built.params) {
-    if (role.contains(storage.get()) || storage->manager().IsWritten(storage->id())) continue;
-    base::Throw(absl::FailedPreconditionError(absl::StrCat(
-        "scan: the body reads a placeholder it captured (", storage->manager().Label(storage->id()),
-        "): a placeholder has no data to compute with")));
-  }
-  absl::StatusOr<runtime::CachedPlan*> plan = runtime::PreparePlan(device.index(), built.graph);
-  base::ThrowIfError(plan.status());
-
-  backend::BufferManager& buffers = runtime::OpenClDevice(device.index()).buffers();
-  std::vector<std::shared_ptr<ir::Storage>> ys_storage;
-  std::vector<std::vector<int64_t>> ys_shape;
-  const size_t num_stacked = out_nodes.size() - init_d.size();
-  for (size_t k = 0; k < num_stacked; ++k) {
-    const ir::Node& y = *out_nodes[init_d.size() + k];
-    std::vector<int64_t> shape = y.shape;
-    shape.insert(shape.begin(), steps);
-    const size_t bytes = static_cast<size_t>(ir::NumElements(shape)) * dtype_size(y.dtype);
-    ys_storage.push_back(std::make_shared<ir::Storage>(
-        device, &buffers, bytes,
-        absl::StrCat("scan ys ", k, " ", dtype_name(y.dtype), ir::ShapeString(shape))));
-    if (steps == 0) base::ThrowIfError(buffers.PrepareWrite(ys_storage.back()->id()));
-    ys_shape.push_back(std::move(shape));
-  }
-  std::vector<std::shared_ptr<ir::Storage>> carry;
-  for (const Tensor& c : init_d) carry.push_back(c.impl()->node->storage);
-
-  std::vector<runtime::Binding> params(built.params.size());
-  std::vector<runtime::Binding> outs(out_nodes.size());
-  for (int64_t step = 0; step < steps; ++step) {
-    const int64_t t = options.reverse ? steps - 1 - step : step;
-    for (size_t p = 0; p < built.params.size(); ++p) {
-      auto it = role.find(built.params[p].get());
-      if (it == role.end()) {
-        params[p] = {built.params[p], 0};
-      } else if (it->second.first == Role::kCarry) {
-        params[p] = {carry[it->second.second], 0};
-      } else {
-        const Tensor& x = xs_d[it->second.second];
-        params[p] = {x.impl()->node->storage, t * (x.numel() / steps)};
-      }
-    }
-    for (size_t i = 0; i < carry.size(); ++i) {
-      outs[i] = {std::make_shared<ir::Storage>(device, &buffers, carry[i]->bytes(),
-                                               absl::StrCat("scan carry ", i)),
-                 0};
-    }
-    for (size_t k = 0; k < num_stacked; ++k) {
-      outs[carry.size() + k] = {ys_storage[k],
-                                t * ir::NumElements(out_nodes[carry.size() + k]->shape)};
-    }
-    base::ThrowIfError(runtime::Execute(device.index(), **plan, params, outs));
-    for (size_t i = 0; i < carry.size(); ++i) carry[i] = outs[i].storage;
-  }
-  // Like every entry point, scan returns with the device's work done (see Materialize).
-  base::ThrowIfError(runtime::OpenClDevice(device.index()).Finish());
+  for (const Tensor& out : outputs) out_nodes.push_back(out.impl()->node);
+  runtime::StepLoop loop;
+  loop.device = device.index();
+  loop.outputs = runtime::DistinctOutputs(std::move(out_nodes));
+  for (const Tensor& c : carry_in) loop.carry_in.push_back(c.impl()->node);
+  for (const Tensor& x : x_in) loop.x_in.push_back(x.impl()->node);
+  for (const Tensor& c : init_d) loop.init.push_back(c.impl()->node->storage);
+  for (const Tensor& x : xs_d) loop.xs.push_back(x.impl()->node->storage);
+  loop.steps = steps;
+  loop.reverse = options.reverse;
+  runtime::StepLoopResult run = base::ValueOrThrow(runtime::RunStepLoop(loop));
 
   ScanResult result;
-  for (size_t i = 0; i < carry.size(); ++i) {
-    auto impl = std::make_shared<TensorImpl>();
-    impl->node = ir::MakeBuffer(carry[i], init_d[i].dtype(), init_d[i].shape());
-    impl->device = device;
-    result.carry.push_back(Tensor(std::move(impl)));
-  }
-  for (size_t k = 0; k < num_ys; ++k) {
-    auto impl = std::make_shared<TensorImpl>();
-    impl->node = ir::MakeBuffer(ys_storage[k], out_nodes[carry.size() + k]->dtype, ys_shape[k]);
-    impl->device = device;
-    result.ys.push_back(Tensor(std::move(impl)));
-  }
+  for (const ir::NodePtr& c : run.carry) result.carry.push_back(frontend::MakeTensor(c, device));
+  for (size_t k = 0; k < num_ys; ++k)
+    result.ys.push_back(frontend::MakeTensor(run.stacked[k], device));
   if (record) {
     auto grad_fn = std::make_shared<ScanGradFn>();
     for (const Tensor& c : carry_in) grad_fn->carry_in.push_back(c.impl()->node);
     for (const Tensor& x : x_in) grad_fn->x_in.push_back(x.impl()->node);
-    for (size_t k = 0; k < init_d.size() + num_ys; ++k) grad_fn->body.push_back(out_nodes[k]);
-    for (size_t i = 0; i < init_d.size(); ++i) {
-      const size_t k = init_d.size() + num_ys + i;
-      auto impl = std::make_shared<TensorImpl>();
-      impl->node =
-          ir::MakeBuffer(ys_storage[num_ys + i], out_nodes[k]->dtype, ys_shape[num_ys + i]);
-      impl->device = device;
-      grad_fn->saved_carries.push_back(Tensor(std::move(impl)));
-    }
+    for (size_t k = 0; k < init_d.size() + num_ys; ++k) grad_fn->body.push_back(loop.outputs[k]);
+    for (size_t i = 0; i < init_d.size(); ++i)
+      grad_fn->saved_carries.push_back(frontend::MakeTensor(run.stacked[num_ys + i], device));
     grad_fn->xs = xs_d;
-    grad_fn->ys_shapes.assign(ys_shape.begin(), ys_shape.begin() + num_ys);
+    for (size_t k = 0; k < num_ys; ++k) grad_fn->ys_shapes.push_back(run.stacked[k]->shape);
     grad_fn->device = device;
     grad_fn->steps = steps;
     for (const Tensor& t : init) grad_fn->inputs.push_back(t.impl());
