@@ -40,7 +40,8 @@ absl::StatusOr<StepLoopResult> RunSteps(const StepLoop& loop) {
         "scan: the body reads a placeholder it captured (", storage->manager().Label(storage->id()),
         "): a placeholder has no data to compute with"));
   }
-  absl::StatusOr<CachedPlan*> plan = PreparePlan(loop.device, built.graph);
+  // Held for the whole loop: an eviction from the cache cannot free it meanwhile.
+  absl::StatusOr<std::shared_ptr<CachedPlan>> plan = PreparePlan(loop.device, built.graph);
   if (!plan.ok()) return plan.status();
 
   const Device device = Device::opencl(loop.device);
