@@ -103,6 +103,56 @@ Tensor TraceInput(std::vector<int64_t> shape, DType dtype, Device device,
   return placeholder(std::move(shape), dtype, device);
 }
 
+// A placeholder has nothing to scan over: say so before anything is compiled or run (sync leaves
+// a bare placeholder as it is, since it has no pending work).
+void CheckNotPlaceholders(const std::vector<Tensor>& inputs, Device device) {
+  for (const Tensor& t : inputs) {
+    const ir::Node& leaf = *t.impl()->node;
+    if (!leaf.storage->placeholder() || leaf.storage->manager().IsWritten(leaf.storage->id()))
+      continue;
+    base::Throw(absl::FailedPreconditionError(absl::StrCat(
+        "scan: ", runtime::PlaceholderMessage(leaf, device),
+        frontend::TraceScope::active()
+            ? "; scan runs when it is called, so it cannot scan over the placeholders of an "
+              "enclosing trace, call or scan body"
+            : "")));
+  }
+}
+
+// The body traced once on placeholders (or zeros) of one step's carries and xs slices.
+struct TracedBody {
+  std::vector<Tensor> carry_in, x_in;
+  // The new carries, then the ys, then (when recording) every step's carry, to save for the
+  // backward as extra stacked ys; all on the device.
+  std::vector<Tensor> outputs;
+  size_t num_ys = 0;
+};
+
+TracedBody TraceBody(const ScanFn& fn, const std::vector<Tensor>& init_d,
+                     const std::vector<Tensor>& xs_d, Device device, const ScanOptions& options,
+                     bool record) {
+  TracedBody body;
+  frontend::TraceScope scope;
+  for (const Tensor& c : init_d)
+    body.carry_in.push_back(TraceInput(c.shape(), c.dtype(), device, options));
+  for (const Tensor& x : xs_d)
+    body.x_in.push_back(TraceInput(SliceShape(x), x.dtype(), device, options));
+  auto [carry_out, ys_out] = fn(body.carry_in, body.x_in);
+  CheckCarry(init_d, carry_out);
+  for (size_t k = 0; k < ys_out.size(); ++k) {
+    if (!ys_out[k].defined()) Invalid(absl::StrCat("the body returned an undefined y ", k));
+  }
+  body.num_ys = ys_out.size();
+  body.outputs = std::move(carry_out);
+  body.outputs.insert(body.outputs.end(), ys_out.begin(), ys_out.end());
+  if (record) body.outputs.insert(body.outputs.end(), body.carry_in.begin(), body.carry_in.end());
+  for (size_t k = 0; k < body.outputs.size(); ++k) {
+    if (body.outputs[k].device() != device)
+      body.outputs[k] = OnDevice(body.outputs[k], device, static_cast<int>(k));
+  }
+  return body;
+}
+
 // The backward of a device scan: a reverse scan whose carry is the adjoint of the carry and
 // whose xs are the saved per-step carries, the xs and the adjoints of the ys; its body is the
 // VJP (Backprop) of the traced forward body at step t, and its ys are the adjoints of the xs
@@ -213,52 +263,17 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   std::vector<Tensor> all = init_d;
   all.insert(all.end(), xs_d.begin(), xs_d.end());
   sync(all);
-  // A placeholder has nothing to scan over: say so before anything is compiled or run (sync
-  // leaves a bare placeholder as it is, since it has no pending work).
-  for (const Tensor& t : all) {
-    const ir::Node& leaf = *t.impl()->node;
-    if (!leaf.storage->placeholder() || leaf.storage->manager().IsWritten(leaf.storage->id()))
-      continue;
-    base::Throw(absl::FailedPreconditionError(absl::StrCat(
-        "scan: ", runtime::PlaceholderMessage(leaf, device),
-        frontend::TraceScope::active()
-            ? "; scan runs when it is called, so it cannot scan over the placeholders of an "
-              "enclosing trace, call or scan body"
-            : "")));
-  }
+  CheckNotPlaceholders(all, device);
 
-  // Trace the body once.
-  std::vector<Tensor> carry_in, x_in, outputs;
-  size_t num_ys = 0;
-  {
-    frontend::TraceScope scope;
-    for (const Tensor& c : init_d)
-      carry_in.push_back(TraceInput(c.shape(), c.dtype(), device, options));
-    for (const Tensor& x : xs_d)
-      x_in.push_back(TraceInput(SliceShape(x), x.dtype(), device, options));
-    auto [carry_out, ys_out] = fn(carry_in, x_in);
-    CheckCarry(init_d, carry_out);
-    for (size_t k = 0; k < ys_out.size(); ++k) {
-      if (!ys_out[k].defined()) Invalid(absl::StrCat("the body returned an undefined y ", k));
-    }
-    num_ys = ys_out.size();
-    outputs = std::move(carry_out);
-    outputs.insert(outputs.end(), ys_out.begin(), ys_out.end());
-    // For the backward: every step's carry, saved as extra stacked ys.
-    if (record) outputs.insert(outputs.end(), carry_in.begin(), carry_in.end());
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      if (outputs[k].device() != device)
-        outputs[k] = OnDevice(outputs[k], device, static_cast<int>(k));
-    }
-  }
-
+  const TracedBody body = TraceBody(fn, init_d, xs_d, device, options, record);
+  const size_t num_ys = body.num_ys;
   std::vector<ir::NodePtr> out_nodes;
-  for (const Tensor& out : outputs) out_nodes.push_back(out.impl()->node);
+  for (const Tensor& out : body.outputs) out_nodes.push_back(out.impl()->node);
   runtime::StepLoop loop;
   loop.device = device.index();
   loop.outputs = runtime::DistinctOutputs(std::move(out_nodes));
-  for (const Tensor& c : carry_in) loop.carry_in.push_back(c.impl()->node);
-  for (const Tensor& x : x_in) loop.x_in.push_back(x.impl()->node);
+  for (const Tensor& c : body.carry_in) loop.carry_in.push_back(c.impl()->node);
+  for (const Tensor& x : body.x_in) loop.x_in.push_back(x.impl()->node);
   for (const Tensor& c : init_d) loop.init.push_back(c.impl()->node->storage);
   for (const Tensor& x : xs_d) loop.xs.push_back(x.impl()->node->storage);
   loop.steps = steps;
@@ -271,8 +286,8 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
     result.ys.push_back(frontend::MakeTensor(run.stacked[k], device));
   if (record) {
     auto grad_fn = std::make_shared<ScanGradFn>();
-    for (const Tensor& c : carry_in) grad_fn->carry_in.push_back(c.impl()->node);
-    for (const Tensor& x : x_in) grad_fn->x_in.push_back(x.impl()->node);
+    grad_fn->carry_in = loop.carry_in;
+    grad_fn->x_in = loop.x_in;
     for (size_t k = 0; k < init_d.size() + num_ys; ++k) grad_fn->body.push_back(loop.outputs[k]);
     for (size_t i = 0; i < init_d.size(); ++i)
       grad_fn->saved_carries.push_back(frontend::MakeTensor(run.stacked[num_ys + i], device));
