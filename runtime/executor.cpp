@@ -21,10 +21,13 @@
 #include "runtime/storage.h"
 
 namespace lazycl::runtime {
+namespace {
 
 using ir::Node;
 
-// A graph compiled for one device: the plan and, once resolved, its kernels.
+// Graphs compiled for one device: the plan and, once resolved, its kernels.
+}  // namespace
+
 struct CachedPlan {
   uint64_t hash = 0;
   std::vector<uint64_t> key;
