@@ -306,14 +306,13 @@ void Tensor::backward() const { Backward(*this, nullptr); }
 void Tensor::backward(const Tensor& gradient) const { Backward(*this, &gradient); }
 Tensor Tensor::detach() const {
   const TensorImpl& impl = ImplOf(*this, "detach");
-  auto out = std::make_shared<TensorImpl>();
   // A node of its own (the same buffer, or a no-op view of the pending computation), so that a
   // record never sees the detached tensor and the original as one input.
   const ir::NodePtr& n = impl.node;
-  out->node = n->op == ir::Op::kBuffer ? ir::MakeBuffer(n->storage, n->dtype, n->shape)
-                                       : base::ValueOrThrow(ir::MakeReshape(n, n->shape));
-  out->device = impl.device;
-  return Tensor(std::move(out));
+  return frontend::MakeTensor(n->op == ir::Op::kBuffer
+                                  ? ir::MakeBuffer(n->storage, n->dtype, n->shape)
+                                  : base::ValueOrThrow(ir::MakeReshape(n, n->shape)),
+                              impl.device);
 }
 bool Tensor::is_leaf() const { return ImplOf(*this, "is_leaf").grad_fn == nullptr; }
 

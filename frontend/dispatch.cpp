@@ -97,10 +97,7 @@ std::optional<BufferRange> ReadableRange(const ir::Node& n) {
 Tensor FromHostBytes(const void* data, size_t bytes, DType dtype, ir::Shape shape, Device device) {
   auto storage = NewStorage(device, bytes, absl::StrCat(dtype_name(dtype), ir::ShapeString(shape)));
   base::ThrowIfError(storage->manager().Upload(storage->id(), data, 0, bytes));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->node = ir::MakeBuffer(std::move(storage), dtype, std::move(shape));
-  impl->device = device;
-  return Tensor(std::move(impl));
+  return MakeTensor(ir::MakeBuffer(std::move(storage), dtype, std::move(shape)), device);
 }
 
 Tensor Transfer(const Tensor& t, Device to) {
@@ -137,9 +134,7 @@ Tensor Transfer(const Tensor& t, Device to) {
     }
   }
   if (to.is_host()) {
-    auto out = std::make_shared<TensorImpl>();
-    out->node = ir::MakeBuffer(host, leaf->dtype, leaf->shape);
-    out->device = to;
+    std::shared_ptr<TensorImpl> out = NewImpl(ir::MakeBuffer(host, leaf->dtype, leaf->shape), to);
     if (impl.requires_grad) RecordTransfer(*out, t.impl());
     return Tensor(std::move(out));
   }
@@ -169,17 +164,16 @@ ir::NodePtr NodeOn(const Tensor& t, Device device, absl::string_view op, int ope
 
 Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device, std::span<const OpInput> inputs) {
   if (!node.ok()) base::Throw(node.status());
-  auto impl = std::make_shared<TensorImpl>();
-  impl->device = device;
   const bool record = is_floating((*node)->dtype) && AnyRequiresGrad(inputs);
   if (device.is_host()) {
     const ir::Shape shape = (*node)->shape;
     const DType dtype = (*node)->dtype;
-    impl->node = ir::MakeBuffer(base::ValueOrThrow(runtime::EvaluateOnHost(*node)), dtype, shape);
+    std::shared_ptr<TensorImpl> impl = NewImpl(
+        ir::MakeBuffer(base::ValueOrThrow(runtime::EvaluateOnHost(*node)), dtype, shape), device);
     if (record) RecordOp(impl, *std::move(node), inputs);
     return Tensor(std::move(impl));
   }
-  impl->node = *std::move(node);
+  std::shared_ptr<TensorImpl> impl = NewImpl(*std::move(node), device);
   if (record) RecordOp(impl, impl->node, inputs);
   if (impl->node->pending > runtime::kMaxPendingNodes && !TraceScope::active())
     base::ThrowIfError(Materialize({impl.get()}));

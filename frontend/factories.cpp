@@ -138,11 +138,8 @@ Tensor placeholder(std::vector<int64_t> shape, DType dtype, Device device, bool 
   auto storage = std::make_shared<ir::Storage>(
       device, manager, bytes,
       absl::StrCat("placeholder ", dtype_name(dtype), ir::ShapeString(shape)), true);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->node = ir::MakeBuffer(std::move(storage), dtype, std::move(shape));
-  impl->device = device;
-  impl->requires_grad = requires_grad;
-  return Tensor(std::move(impl));
+  return frontend::MakeTensor(ir::MakeBuffer(std::move(storage), dtype, std::move(shape)), device,
+                              requires_grad);
 }
 
 }  // namespace lazycl

@@ -125,10 +125,7 @@ class CallGradFn : public frontend::GradFn {
       ir::NodePtr node = arg_nodes[i];
       if (node && inputs[i]->device == s.device) node = inputs[i]->node;
       if (!node) node = ir::MakeConstant(0, s.specs[i].dtype, s.specs[i].shape);
-      auto impl = std::make_shared<TensorImpl>();
-      impl->node = std::move(node);
-      impl->device = s.device;
-      args.push_back(Tensor(std::move(impl)));
+      args.push_back(frontend::MakeTensor(std::move(node), s.device));
     }
     for (int k : FloatingOutputs(s)) {
       const Tensor& g = output_adjoints[k];
@@ -212,13 +209,11 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
   for (const Tensor& a : args) record = record || a.impl()->requires_grad;
   std::vector<Tensor> results;
   for (size_t k = 0; k < substituted.size(); ++k) {
-    auto impl = std::make_shared<TensorImpl>();
-    impl->node = substituted[k];
+    ir::NodePtr node = substituted[k];
     // A result that is an argument (or another result) gets a node of its own, so that no two
     // tensors share a node in a gradient record.
-    if (record) impl->node = base::ValueOrThrow(ir::MakeReshape(impl->node, impl->node->shape));
-    impl->device = s.outputs[k].device();
-    results.push_back(Tensor(std::move(impl)));
+    if (record) node = base::ValueOrThrow(ir::MakeReshape(node, node->shape));
+    results.push_back(frontend::MakeTensor(std::move(node), s.outputs[k].device()));
   }
   if (record) {
     auto fn = std::make_shared<CallGradFn>();

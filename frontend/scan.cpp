@@ -17,6 +17,7 @@
 #include "lazycl/ops.h"
 #include "runtime/devices.h"
 #include "runtime/executor.h"
+#include "runtime/step_loop.h"
 
 namespace lazycl {
 namespace {
@@ -102,7 +103,55 @@ Tensor TraceInput(std::vector<int64_t> shape, DType dtype, Device device,
   return placeholder(std::move(shape), dtype, device);
 }
 
-const ir::Storage* StorageOf(const Tensor& t) { return t.impl()->node->storage.get(); }
+// A placeholder has nothing to scan over: say so before anything is compiled or run (sync leaves
+// a bare placeholder as it is, since it has no pending work).
+void CheckNotPlaceholders(const std::vector<Tensor>& inputs, Device device) {
+  for (const Tensor& t : inputs) {
+    const ir::Node& leaf = *t.impl()->node;
+    if (!leaf.storage->placeholder() || leaf.storage->manager().IsWritten(leaf.storage->id()))
+      continue;
+    base::Throw(absl::FailedPreconditionError(absl::StrCat(
+        "scan: ", runtime::PlaceholderMessage(leaf, device),
+        frontend::TraceScope::active()
+            ? "; scan runs when it is called, so it cannot scan over the placeholders of an "
+              "enclosing trace, call or scan body"
+            : "")));
+  }
+}
+
+// The body traced once on placeholders (or zeros) of one step's carries and xs slices.
+struct TracedBody {
+  std::vector<Tensor> carry_in, x_in;
+  // The new carries, then the ys, then (when recording) every step's carry, to save for the
+  // backward as extra stacked ys; all on the device.
+  std::vector<Tensor> outputs;
+  size_t num_ys = 0;
+};
+
+TracedBody TraceBody(const ScanFn& fn, const std::vector<Tensor>& init_d,
+                     const std::vector<Tensor>& xs_d, Device device, const ScanOptions& options,
+                     bool record) {
+  TracedBody body;
+  frontend::TraceScope scope;
+  for (const Tensor& c : init_d)
+    body.carry_in.push_back(TraceInput(c.shape(), c.dtype(), device, options));
+  for (const Tensor& x : xs_d)
+    body.x_in.push_back(TraceInput(SliceShape(x), x.dtype(), device, options));
+  auto [carry_out, ys_out] = fn(body.carry_in, body.x_in);
+  CheckCarry(init_d, carry_out);
+  for (size_t k = 0; k < ys_out.size(); ++k) {
+    if (!ys_out[k].defined()) Invalid(absl::StrCat("the body returned an undefined y ", k));
+  }
+  body.num_ys = ys_out.size();
+  body.outputs = std::move(carry_out);
+  body.outputs.insert(body.outputs.end(), ys_out.begin(), ys_out.end());
+  if (record) body.outputs.insert(body.outputs.end(), body.carry_in.begin(), body.carry_in.end());
+  for (size_t k = 0; k < body.outputs.size(); ++k) {
+    if (body.outputs[k].device() != device)
+      body.outputs[k] = OnDevice(body.outputs[k], device, static_cast<int>(k));
+  }
+  return body;
+}
 
 // The backward of a device scan: a reverse scan whose carry is the adjoint of the carry and
 // whose xs are the saved per-step carries, the xs and the adjoints of the ys; its body is the
@@ -214,150 +263,36 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   std::vector<Tensor> all = init_d;
   all.insert(all.end(), xs_d.begin(), xs_d.end());
   sync(all);
-  // A placeholder has nothing to scan over: say so before anything is compiled or run (sync
-  // leaves a bare placeholder as it is, since it has no pending work).
-  for (const Tensor& t : all) {
-    const ir::Node& leaf = *t.impl()->node;
-    if (!leaf.storage->placeholder() || leaf.storage->manager().IsWritten(leaf.storage->id()))
-      continue;
-    base::Throw(absl::FailedPreconditionError(absl::StrCat(
-        "scan: ", runtime::PlaceholderMessage(leaf, device),
-        frontend::TraceScope::active()
-            ? "; scan runs when it is called, so it cannot scan over the placeholders of an "
-              "enclosing trace, call or scan body"
-            : "")));
-  }
+  CheckNotPlaceholders(all, device);
 
-  // Trace the body once.
-  std::vector<Tensor> carry_in, x_in, outputs;
-  size_t num_ys = 0;
-  {
-    frontend::TraceScope scope;
-    for (const Tensor& c : init_d)
-      carry_in.push_back(TraceInput(c.shape(), c.dtype(), device, options));
-    for (const Tensor& x : xs_d)
-      x_in.push_back(TraceInput(SliceShape(x), x.dtype(), device, options));
-    auto [carry_out, ys_out] = fn(carry_in, x_in);
-    CheckCarry(init_d, carry_out);
-    for (size_t k = 0; k < ys_out.size(); ++k) {
-      if (!ys_out[k].defined()) Invalid(absl::StrCat("the body returned an undefined y ", k));
-    }
-    num_ys = ys_out.size();
-    outputs = std::move(carry_out);
-    outputs.insert(outputs.end(), ys_out.begin(), ys_out.end());
-    // For the backward: every step's carry, saved as extra stacked ys.
-    if (record) outputs.insert(outputs.end(), carry_in.begin(), carry_in.end());
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      if (outputs[k].device() != device)
-        outputs[k] = OnDevice(outputs[k], device, static_cast<int>(k));
-    }
-  }
-
-  // Every output gets its own kernel: one that is an input, or the same node as an earlier
-  // output, is copied through a no-op view.
+  const TracedBody body = TraceBody(fn, init_d, xs_d, device, options, record);
+  const size_t num_ys = body.num_ys;
   std::vector<ir::NodePtr> out_nodes;
-  std::vector<const ir::Node*> raw;
-  absl::flat_hash_set<const ir::Node*> seen;
-  for (const Tensor& out : outputs) {
-    ir::NodePtr n = out.impl()->node;
-    if (n->op == ir::Op::kBuffer || seen.contains(n.get()))
-      n = base::ValueOrThrow(ir::MakeReshape(n, n->shape));
-    seen.insert(n.get());
-    out_nodes.push_back(n);
-    raw.push_back(n.get());
-  }
-  runtime::BuiltGraph built = runtime::BuildGraph(raw, /*bind_offsets=*/true);
-
-  // Which parameter is which: a carry, an xs slice, or a tensor the body captured.
-  enum class Role { kCarry, kSlice, kCaptured };
-  absl::flat_hash_map<const ir::Storage*, std::pair<Role, size_t>> role;
-  for (size_t i = 0; i < carry_in.size(); ++i) role[StorageOf(carry_in[i])] = {Role::kCarry, i};
-  for (size_t j = 0; j < x_in.size(); ++j) role[StorageOf(x_in[j])] = {Role::kSlice, j};
-  for (const auto& storage : built.params) {
-    if (role.contains(storage.get()) || storage->manager().IsWritten(storage->id())) continue;
-    base::Throw(absl::FailedPreconditionError(absl::StrCat(
-        "scan: the body reads a placeholder it captured (", storage->manager().Label(storage->id()),
-        "): a placeholder has no data to compute with")));
-  }
-  absl::StatusOr<runtime::CachedPlan*> plan = runtime::PreparePlan(device.index(), built.graph);
-  base::ThrowIfError(plan.status());
-
-  backend::BufferManager& buffers = runtime::OpenClDevice(device.index()).buffers();
-  std::vector<std::shared_ptr<ir::Storage>> ys_storage;
-  std::vector<std::vector<int64_t>> ys_shape;
-  const size_t num_stacked = out_nodes.size() - init_d.size();
-  for (size_t k = 0; k < num_stacked; ++k) {
-    const ir::Node& y = *out_nodes[init_d.size() + k];
-    std::vector<int64_t> shape = y.shape;
-    shape.insert(shape.begin(), steps);
-    const size_t bytes = static_cast<size_t>(ir::NumElements(shape)) * dtype_size(y.dtype);
-    ys_storage.push_back(std::make_shared<ir::Storage>(
-        device, &buffers, bytes,
-        absl::StrCat("scan ys ", k, " ", dtype_name(y.dtype), ir::ShapeString(shape))));
-    if (steps == 0) base::ThrowIfError(buffers.PrepareWrite(ys_storage.back()->id()));
-    ys_shape.push_back(std::move(shape));
-  }
-  std::vector<std::shared_ptr<ir::Storage>> carry;
-  for (const Tensor& c : init_d) carry.push_back(c.impl()->node->storage);
-
-  std::vector<runtime::Binding> params(built.params.size());
-  std::vector<runtime::Binding> outs(out_nodes.size());
-  for (int64_t step = 0; step < steps; ++step) {
-    const int64_t t = options.reverse ? steps - 1 - step : step;
-    for (size_t p = 0; p < built.params.size(); ++p) {
-      auto it = role.find(built.params[p].get());
-      if (it == role.end()) {
-        params[p] = {built.params[p], 0};
-      } else if (it->second.first == Role::kCarry) {
-        params[p] = {carry[it->second.second], 0};
-      } else {
-        const Tensor& x = xs_d[it->second.second];
-        params[p] = {x.impl()->node->storage, t * (x.numel() / steps)};
-      }
-    }
-    for (size_t i = 0; i < carry.size(); ++i) {
-      outs[i] = {std::make_shared<ir::Storage>(device, &buffers, carry[i]->bytes(),
-                                               absl::StrCat("scan carry ", i)),
-                 0};
-    }
-    for (size_t k = 0; k < num_stacked; ++k) {
-      outs[carry.size() + k] = {ys_storage[k],
-                                t * ir::NumElements(out_nodes[carry.size() + k]->shape)};
-    }
-    base::ThrowIfError(runtime::Execute(device.index(), **plan, params, outs));
-    for (size_t i = 0; i < carry.size(); ++i) carry[i] = outs[i].storage;
-  }
-  // Like every entry point, scan returns with the device's work done (see Materialize).
-  base::ThrowIfError(runtime::OpenClDevice(device.index()).Finish());
+  for (const Tensor& out : body.outputs) out_nodes.push_back(out.impl()->node);
+  runtime::StepLoop loop;
+  loop.device = device.index();
+  loop.outputs = runtime::DistinctOutputs(std::move(out_nodes));
+  for (const Tensor& c : body.carry_in) loop.carry_in.push_back(c.impl()->node);
+  for (const Tensor& x : body.x_in) loop.x_in.push_back(x.impl()->node);
+  for (const Tensor& c : init_d) loop.init.push_back(c.impl()->node->storage);
+  for (const Tensor& x : xs_d) loop.xs.push_back(x.impl()->node->storage);
+  loop.steps = steps;
+  loop.reverse = options.reverse;
+  runtime::StepLoopResult run = base::ValueOrThrow(runtime::RunStepLoop(loop));
 
   ScanResult result;
-  for (size_t i = 0; i < carry.size(); ++i) {
-    auto impl = std::make_shared<TensorImpl>();
-    impl->node = ir::MakeBuffer(carry[i], init_d[i].dtype(), init_d[i].shape());
-    impl->device = device;
-    result.carry.push_back(Tensor(std::move(impl)));
-  }
-  for (size_t k = 0; k < num_ys; ++k) {
-    auto impl = std::make_shared<TensorImpl>();
-    impl->node = ir::MakeBuffer(ys_storage[k], out_nodes[carry.size() + k]->dtype, ys_shape[k]);
-    impl->device = device;
-    result.ys.push_back(Tensor(std::move(impl)));
-  }
+  for (const ir::NodePtr& c : run.carry) result.carry.push_back(frontend::MakeTensor(c, device));
+  for (size_t k = 0; k < num_ys; ++k)
+    result.ys.push_back(frontend::MakeTensor(run.stacked[k], device));
   if (record) {
     auto grad_fn = std::make_shared<ScanGradFn>();
-    for (const Tensor& c : carry_in) grad_fn->carry_in.push_back(c.impl()->node);
-    for (const Tensor& x : x_in) grad_fn->x_in.push_back(x.impl()->node);
-    for (size_t k = 0; k < init_d.size() + num_ys; ++k) grad_fn->body.push_back(out_nodes[k]);
-    for (size_t i = 0; i < init_d.size(); ++i) {
-      const size_t k = init_d.size() + num_ys + i;
-      auto impl = std::make_shared<TensorImpl>();
-      impl->node =
-          ir::MakeBuffer(ys_storage[num_ys + i], out_nodes[k]->dtype, ys_shape[num_ys + i]);
-      impl->device = device;
-      grad_fn->saved_carries.push_back(Tensor(std::move(impl)));
-    }
+    grad_fn->carry_in = loop.carry_in;
+    grad_fn->x_in = loop.x_in;
+    for (size_t k = 0; k < init_d.size() + num_ys; ++k) grad_fn->body.push_back(loop.outputs[k]);
+    for (size_t i = 0; i < init_d.size(); ++i)
+      grad_fn->saved_carries.push_back(frontend::MakeTensor(run.stacked[num_ys + i], device));
     grad_fn->xs = xs_d;
-    grad_fn->ys_shapes.assign(ys_shape.begin(), ys_shape.begin() + num_ys);
+    for (size_t k = 0; k < num_ys; ++k) grad_fn->ys_shapes.push_back(run.stacked[k]->shape);
     grad_fn->device = device;
     grad_fn->steps = steps;
     for (const Tensor& t : init) grad_fn->inputs.push_back(t.impl());

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "ir/ir.h"
 #include "lazycl/device.h"
@@ -10,7 +11,7 @@ namespace lazycl {
 
 namespace frontend {
 class GradFn;  // frontend/autograd.h
-}
+}  // namespace frontend
 
 // What a Tensor handle points to. `node` is the tensor's value: a Buffer leaf once computed, or
 // the recorded computation while pending. The executor replaces a pending node with a Buffer
@@ -36,4 +37,22 @@ struct TensorImpl {
   int grad_output = 0;
 };
 
+namespace frontend {
+
+// The one way to make a TensorImpl: a tensor handle whose value is `node` on `device`, with no
+// gradient record (autograd.h adds one where an op needs it).
+inline std::shared_ptr<TensorImpl> NewImpl(ir::NodePtr node, Device device,
+                                           bool requires_grad = false) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->node = std::move(node);
+  impl->device = device;
+  impl->requires_grad = requires_grad;
+  return impl;
+}
+
+inline Tensor MakeTensor(ir::NodePtr node, Device device, bool requires_grad = false) {
+  return Tensor(NewImpl(std::move(node), device, requires_grad));
+}
+
+}  // namespace frontend
 }  // namespace lazycl

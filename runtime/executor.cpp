@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <list>
 #include <map>
 #include <memory>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "backend/device.h"
+#include "base/check.h"
 #include "base/metrics_registry.h"
 #include "kernels/lower.h"
 #include "runtime/devices.h"
@@ -36,12 +38,48 @@ struct CachedPlan {
 
 namespace {
 
-constexpr size_t kMaxCachedGraphs = 4096;
+// The compiled graphs of one device, least recently used first out. The cache holds one
+// reference to each plan; whoever runs a plan (RunGraph, a step loop) holds another for as long
+// as it runs it, so an eviction never frees a plan in use.
+class GraphCache {
+ public:
+  // The plan cached under `hash` when its key is `key` (it becomes the most recently used).
+  std::shared_ptr<CachedPlan> Find(uint64_t hash, const std::vector<uint64_t>& key) {
+    auto it = by_hash_.find(hash);
+    if (it == by_hash_.end() || (*it->second)->key != key) return nullptr;
+    order_.splice(order_.begin(), order_, it->second);
+    return order_.front();
+  }
 
-absl::flat_hash_map<uint64_t, std::unique_ptr<CachedPlan>>& GraphCache(int device) {
-  static auto* caches =
-      new std::map<int, absl::flat_hash_map<uint64_t, std::unique_ptr<CachedPlan>>>();
-  return (*caches)[device];
+  // Adds `plan` as the most recently used, in place of a plan of the same hash, evicting the
+  // least recently used ones past the capacity.
+  void Insert(std::shared_ptr<CachedPlan> plan) {
+    if (auto it = by_hash_.find(plan->hash); it != by_hash_.end()) {
+      order_.erase(it->second);
+      by_hash_.erase(it);
+    }
+    order_.push_front(std::move(plan));
+    by_hash_[order_.front()->hash] = order_.begin();
+    Trim();
+  }
+
+  void Trim() {
+    while (order_.size() > capacity) {
+      by_hash_.erase(order_.back()->hash);
+      order_.pop_back();
+    }
+  }
+
+  static inline size_t capacity = kDefaultGraphCacheCapacity;
+
+ private:
+  std::list<std::shared_ptr<CachedPlan>> order_;  // most recently used first
+  absl::flat_hash_map<uint64_t, std::list<std::shared_ptr<CachedPlan>>::iterator> by_hash_;
+};
+
+std::map<int, GraphCache>& GraphCaches() {
+  static auto* caches = new std::map<int, GraphCache>();
+  return *caches;
 }
 
 // The operands-first order of every node reachable from `outputs` without passing a Buffer leaf
@@ -113,7 +151,7 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
       return absl::FailedPreconditionError(PlaceholderMessage(n, n.storage->device()));
     if (absl::Status s = n.storage->manager().CheckReadable(n.storage->id()); !s.ok()) return s;
   }
-  absl::StatusOr<CachedPlan*> plan = PreparePlan(device_index, built.graph);
+  absl::StatusOr<std::shared_ptr<CachedPlan>> plan = PreparePlan(device_index, built.graph);
   if (!plan.ok()) return plan.status();
 
   backend::BufferManager& buffers = OpenClDevice(device_index).buffers();
@@ -176,27 +214,26 @@ BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets
   return built;
 }
 
-absl::StatusOr<CachedPlan*> PreparePlan(int device_index, const kernels::Graph& graph) {
+absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device_index,
+                                                        const kernels::Graph& graph) {
   backend::Device& device = OpenClDevice(device_index);
   const base::Settings& settings = base::CurrentSettings();
   std::vector<uint64_t> key = GraphKey(graph);
   const uint64_t hash = absl::HashOf(key);
-  auto& cache = GraphCache(device_index);
-  if (auto it = cache.find(hash); it != cache.end() && it->second->key == key) {
+  GraphCache& cache = GraphCaches()[device_index];
+  if (std::shared_ptr<CachedPlan> hit = cache.Find(hash, key)) {
     base::metrics::Add("GraphCacheHits", 1);
-    return it->second.get();
+    return hit;
   }
   absl::StatusOr<kernels::Plan> plan = kernels::Lower(graph, TargetOf(device));
   if (!plan.ok()) return plan.status();
-  if (cache.size() >= kMaxCachedGraphs) cache.clear();
-  auto entry = std::make_unique<CachedPlan>();
-  entry->hash = hash;
-  entry->key = std::move(key);
-  entry->plan = *std::move(plan);
-  entry->kernels.assign(entry->plan.kernels.size(), nullptr);
-  entry->tails.assign(entry->plan.kernels.size(), nullptr);
-  CachedPlan* cached = entry.get();
-  cache[hash] = std::move(entry);
+  auto cached = std::make_shared<CachedPlan>();
+  cached->hash = hash;
+  cached->key = std::move(key);
+  cached->plan = *std::move(plan);
+  cached->kernels.assign(cached->plan.kernels.size(), nullptr);
+  cached->tails.assign(cached->plan.kernels.size(), nullptr);
+  cache.Insert(cached);
   base::metrics::Add("GraphCompiles", 1);
   if (settings.debug >= 2) {
     std::fprintf(stderr, "lazycl: graph %016llx IR:\n%s", static_cast<unsigned long long>(hash),
@@ -211,6 +248,14 @@ absl::StatusOr<CachedPlan*> PreparePlan(int device_index, const kernels::Graph& 
 }
 
 const std::vector<size_t>& OutputBytes(const CachedPlan& plan) { return plan.plan.output_bytes; }
+
+size_t SetGraphCacheCapacity(size_t plans) {
+  LAZYCL_CHECK(plans > 0, "a graph cache holds at least one plan");
+  const size_t previous = GraphCache::capacity;
+  GraphCache::capacity = plans;
+  for (auto& [device, cache] : GraphCaches()) cache.Trim();
+  return previous;
+}
 
 absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Binding> params,
                      std::span<const Binding> outputs) {

@@ -43,12 +43,20 @@ struct BuiltGraph {
 };
 BuiltGraph BuildGraph(const std::vector<const ir::Node*>& outputs, bool bind_offsets);
 
-// A compiled graph, owned by the executor's cache of one device.
+// A compiled graph. The executor's cache of each device keeps the least recently used plans up
+// to a capacity; a caller holds the plan it runs, so an eviction never frees it from under it.
 struct CachedPlan;
 
 // Finds the plan of `graph` in the device's cache (GraphCacheHits) or lowers it
-// (GraphCompiles).
-absl::StatusOr<CachedPlan*> PreparePlan(int device, const kernels::Graph& graph);
+// (GraphCompiles), evicting the least recently used plan when the cache is full.
+absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device, const kernels::Graph& graph);
+
+// How many plans each device's cache keeps.
+inline constexpr size_t kDefaultGraphCacheCapacity = 4096;
+
+// Sets the capacity (at least 1) of every device's cache, evicting down to it now; returns the
+// previous one. For tests, which fill a small cache past its bound.
+size_t SetGraphCacheCapacity(size_t plans);
 
 // A buffer bound to a parameter or an output, at an element offset (non-zero only in graphs
 // built with bind_offsets).

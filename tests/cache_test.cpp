@@ -7,10 +7,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "lazycl/lazycl.h"
+#include "runtime/executor.h"
 
 namespace lazycl {
 namespace {
@@ -108,6 +110,67 @@ TEST(CacheTest, AFreshProcessLoadsEveryProgramFromTheDiskCache) {
   EXPECT_EQ(RunChild(child, env + " LAZYCL_CACHE_TEST_CHILD=cold"), 0);
   EXPECT_EQ(RunChild(child, env + " LAZYCL_CACHE_TEST_CHILD=warm"), 0);
   std::filesystem::remove_all(dir);
+}
+
+// Sets the graph cache's capacity for one test and restores it after.
+class CacheCapacity {
+ public:
+  explicit CacheCapacity(size_t plans) : previous_(runtime::SetGraphCacheCapacity(plans)) {}
+  ~CacheCapacity() { runtime::SetGraphCacheCapacity(previous_); }
+  CacheCapacity(const CacheCapacity&) = delete;
+  CacheCapacity& operator=(const CacheCapacity&) = delete;
+
+ private:
+  size_t previous_;
+};
+
+// Graph `k` of a family of different structures: k + 1 steps of an elementwise chain.
+Tensor Chain(const Tensor& a, int k) {
+  Tensor y = a;
+  for (int i = 0; i <= k; ++i) y = y * 0.5 + 1.0;
+  return y;
+}
+
+TEST(CacheTest, FullCacheEvictsTheLeastRecentlyUsedPlan) {
+  const CacheCapacity capacity(3);
+  Tensor a = Rand({5, 7}, 21);
+  sync({a});
+  const Tensor a_host = a.to(Device::host());
+  // Runs graph k and returns how many graphs it compiled and found in the cache.
+  auto run = [&](int k) {
+    const Counts before;
+    ExpectNear(Chain(a, k).to_vector<float>(), Chain(a_host, k).to_vector<float>());
+    const Counts after;
+    return std::make_pair(after.compiles - before.compiles, after.hits - before.hits);
+  };
+  for (int k = 0; k < 3; ++k) run(k);  // the cache holds 2, 1, 0 (most recently used first)
+  EXPECT_EQ(run(0), std::make_pair(int64_t{0}, int64_t{1}));  // now 0, 2, 1
+  EXPECT_EQ(run(3), std::make_pair(int64_t{1}, int64_t{0}));  // evicts 1: 3, 0, 2
+  EXPECT_EQ(run(3), std::make_pair(int64_t{0}, int64_t{1}));  // the most recently used
+  EXPECT_EQ(run(0), std::make_pair(int64_t{0}, int64_t{1}));  // 0, 3, 2
+  EXPECT_EQ(run(1), std::make_pair(int64_t{1}, int64_t{0}));  // compiles again; evicts 2
+  EXPECT_EQ(run(2), std::make_pair(int64_t{1}, int64_t{0}));  // evicts 3
+  EXPECT_EQ(run(0), std::make_pair(int64_t{0}, int64_t{1}));
+}
+
+// A scan holds its plan for the whole step loop; with room for one plan, the forward and
+// backward scans and the graphs between them evict each other and every result is still right.
+TEST(CacheTest, ScansAreRightWithACacheOfOnePlan) {
+  const CacheCapacity capacity(1);
+  auto body = [](const std::vector<Tensor>& c, const std::vector<Tensor>& x) {
+    Tensor next = tanh(c[0] * x[0] + 0.5);
+    return std::make_pair(std::vector<Tensor>{next}, std::vector<Tensor>{next * 2.0});
+  };
+  const Tensor c0 = Rand({4}, 31).to(Device::host()), xs = Rand({6, 4}, 32).to(Device::host());
+  auto run_on = [&](Device device) {
+    Tensor c = c0.to(device).requires_grad_(), x = xs.to(device).requires_grad_();
+    ScanResult r = scan(body, {c}, {x});
+    (sum(r.carry[0]) + sum(r.ys[0] * r.ys[0])).backward();
+    return std::vector<std::vector<float>>{r.ys[0].to_vector<float>(), c.grad().to_vector<float>(),
+                                           x.grad().to_vector<float>()};
+  };
+  const auto got = run_on(kCl), want = run_on(Device::host());
+  for (size_t i = 0; i < got.size(); ++i) ExpectNear(got[i], want[i]);
 }
 
 // Only does something when AFreshProcessLoadsEveryProgramFromTheDiskCache runs it.

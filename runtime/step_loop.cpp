@@ -1,0 +1,123 @@
+#include "runtime/step_loop.h"
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "backend/device.h"
+#include "base/check.h"
+#include "runtime/devices.h"
+#include "runtime/executor.h"
+
+namespace lazycl::runtime {
+namespace {
+
+// What a parameter of the body graph is bound to at each step.
+enum class Role { kCarry, kSlice, kCaptured };
+
+// Allocates the stacked outputs and runs the steps; does not wait for the device.
+absl::StatusOr<StepLoopResult> RunSteps(const StepLoop& loop) {
+  const size_t num_carries = loop.carry_in.size();
+  LAZYCL_CHECK(loop.init.size() == num_carries && loop.xs.size() == loop.x_in.size() &&
+                   loop.outputs.size() >= num_carries,
+               "a step loop's carries, xs and outputs do not match");
+  std::vector<const ir::Node*> raw;
+  for (const ir::NodePtr& n : loop.outputs) raw.push_back(n.get());
+  BuiltGraph built = BuildGraph(raw, /*bind_offsets=*/true);
+
+  absl::flat_hash_map<const ir::Storage*, std::pair<Role, size_t>> role;
+  for (size_t i = 0; i < num_carries; ++i)
+    role[loop.carry_in[i]->storage.get()] = {Role::kCarry, i};
+  for (size_t j = 0; j < loop.x_in.size(); ++j)
+    role[loop.x_in[j]->storage.get()] = {Role::kSlice, j};
+  for (const auto& storage : built.params) {
+    if (role.contains(storage.get()) || storage->manager().IsWritten(storage->id())) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "scan: the body reads a placeholder it captured (", storage->manager().Label(storage->id()),
+        "): a placeholder has no data to compute with"));
+  }
+  // Held for the whole loop: an eviction from the cache cannot free it meanwhile.
+  absl::StatusOr<std::shared_ptr<CachedPlan>> plan = PreparePlan(loop.device, built.graph);
+  if (!plan.ok()) return plan.status();
+
+  const Device device = Device::opencl(loop.device);
+  backend::BufferManager& buffers = OpenClDevice(loop.device).buffers();
+  StepLoopResult result;
+  std::vector<std::shared_ptr<ir::Storage>> stacked;
+  for (size_t k = 0; k + num_carries < loop.outputs.size(); ++k) {
+    const ir::Node& y = *loop.outputs[num_carries + k];
+    std::vector<int64_t> shape = y.shape;
+    shape.insert(shape.begin(), loop.steps);
+    const size_t bytes = static_cast<size_t>(ir::NumElements(shape)) * dtype_size(y.dtype);
+    stacked.push_back(std::make_shared<ir::Storage>(
+        device, &buffers, bytes,
+        absl::StrCat("scan ys ", k, " ", dtype_name(y.dtype), ir::ShapeString(shape))));
+    if (loop.steps == 0) {
+      if (absl::Status s = buffers.PrepareWrite(stacked.back()->id()); !s.ok()) return s;
+    }
+    result.stacked.push_back(ir::MakeBuffer(stacked.back(), y.dtype, std::move(shape)));
+  }
+
+  std::vector<std::shared_ptr<ir::Storage>> carry = loop.init;
+  std::vector<Binding> params(built.params.size());
+  std::vector<Binding> outs(loop.outputs.size());
+  for (int64_t step = 0; step < loop.steps; ++step) {
+    const int64_t t = loop.reverse ? loop.steps - 1 - step : step;
+    for (size_t p = 0; p < built.params.size(); ++p) {
+      auto it = role.find(built.params[p].get());
+      if (it == role.end()) {
+        params[p] = {built.params[p], 0};
+      } else if (it->second.first == Role::kCarry) {
+        params[p] = {carry[it->second.second], 0};
+      } else {
+        const size_t j = it->second.second;
+        params[p] = {loop.xs[j], t * ir::NumElements(loop.x_in[j]->shape)};
+      }
+    }
+    for (size_t i = 0; i < num_carries; ++i) {
+      outs[i] = {std::make_shared<ir::Storage>(device, &buffers, carry[i]->bytes(),
+                                               absl::StrCat("scan carry ", i)),
+                 0};
+    }
+    for (size_t k = 0; k < stacked.size(); ++k) {
+      outs[num_carries + k] = {stacked[k],
+                               t * ir::NumElements(loop.outputs[num_carries + k]->shape)};
+    }
+    if (absl::Status s = Execute(loop.device, **plan, params, outs); !s.ok()) return s;
+    for (size_t i = 0; i < num_carries; ++i) carry[i] = outs[i].storage;
+  }
+  for (size_t i = 0; i < num_carries; ++i) {
+    const ir::Node& out = *loop.outputs[i];
+    result.carry.push_back(ir::MakeBuffer(carry[i], out.dtype, out.shape));
+  }
+  return result;
+}
+
+}  // namespace
+
+std::vector<ir::NodePtr> DistinctOutputs(std::vector<ir::NodePtr> outputs) {
+  absl::flat_hash_set<const ir::Node*> seen;
+  for (ir::NodePtr& n : outputs) {
+    if (n->op == ir::Op::kBuffer || seen.contains(n.get())) {
+      absl::StatusOr<ir::NodePtr> view = ir::MakeReshape(n, n->shape);
+      LAZYCL_CHECK(view.ok(), "a reshape to its own shape failed");
+      n = *std::move(view);
+    }
+    seen.insert(n.get());
+  }
+  return outputs;
+}
+
+absl::StatusOr<StepLoopResult> RunStepLoop(const StepLoop& loop) {
+  absl::StatusOr<StepLoopResult> result = RunSteps(loop);
+  // Like every entry point, the loop returns with the device's work done (see Materialize); a
+  // loop that failed half-way may have launched kernels: drain them too.
+  if (absl::Status s = OpenClDevice(loop.device).Finish(); !s.ok() && result.ok()) return s;
+  return result;
+}
+
+}  // namespace lazycl::runtime
