@@ -1,7 +1,6 @@
 #include "kernels/lower.h"
 
 #include <algorithm>
-#include <functional>
 #include <optional>
 #include <vector>
 
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "kernels/codegen.h"
+#include "kernels/index_reads.h"
 
 namespace lazycl::kernels {
 namespace {
@@ -178,11 +178,8 @@ class Lowering {
     return true;
   }
 
-  // Whether node `r` is read only inside root `o`'s kernel, and there only as a value of the
-  // row being computed: every node of o's region on a path from o down to r is elementwise of
-  // o's shape (read at o's own index), a reduction taken into o's kernel (it reads its row), an
-  // Expand of a per-row value to o's shape, or elementwise of r's shape below such an Expand
-  // (log of a sum, a mean). A view on such a path (a transpose) would read other rows.
+  // Whether node `r`, no longer a root, is read only inside root `o`'s kernel, and there only
+  // as a value of the row being computed (OwnIndex::kRow).
   bool OnlyReadBy(int r, int o) const {
     for (size_t k = 0; k < g_.nodes.size(); ++k) {
       if (!root_[k] || static_cast<int>(k) == o) continue;
@@ -190,29 +187,11 @@ class Lowering {
         if (i == r) return false;
       }
     }
-    const Shape& row_shape = g_.nodes[o]->shape;
-    const Shape& value_shape = g_.nodes[r]->shape;
-    absl::flat_hash_map<int, bool> reaches;
-    std::function<bool(int)> reach = [&](int i) {
-      if (i == r) return true;
-      if (IsInput(i)) return false;
-      if (auto it = reaches.find(i); it != reaches.end()) return it->second;
-      bool any = false;
-      for (const ir::NodePtr& operand : g_.nodes[i]->operands)
-        any = reach(index_.at(operand.get())) || any;
-      reaches[i] = any;
-      return any;
-    };
-    for (int i : Region(o)) {
-      if (i == r || !reach(i)) continue;
-      const Node& n = *g_.nodes[i];
-      const bool ok =
-          (ir::IsElementwise(n.op) && (n.shape == row_shape || n.shape == value_shape)) ||
-          (ir::IsReduce(n.op) && n.operands[0]->shape == row_shape) ||
-          (n.op == Op::kExpand && n.shape == row_shape && n.operands[0]->shape == value_shape);
-      if (!ok) return false;
-    }
-    return true;
+    return ReadsOnlyAtOwnIndex(*g_.nodes[o], *g_.nodes[r], KernelInputs(), OwnIndex::kRow);
+  }
+
+  IsKernelInput KernelInputs() const {
+    return [this](const Node& n) { return IsInput(index_.at(&n)); };
   }
 
   // Cuts fused chains deeper than kMaxFusedDepth by materializing the node at the limit.
@@ -413,28 +392,13 @@ class Lowering {
     }
   }
 
-  // Whether every node of root `r`'s region that reads matmul `m` (directly or through other
-  // region nodes) is elementwise and of r's shape, so that m is only ever read at r's index.
+  // Whether root `r` reads matmul `m` only at r's own index, r not being a row kernel.
   bool EpilogueChain(int r, int m) const {
-    const std::vector<int> region = Region(r);
-    absl::flat_hash_map<int, bool> reaches;
-    std::function<bool(int)> reach = [&](int i) {
-      if (i == m) return true;
-      if (IsInput(i)) return false;
-      if (auto it = reaches.find(i); it != reaches.end()) return it->second;
-      bool any = false;
-      for (const ir::NodePtr& o : g_.nodes[i]->operands) any = reach(index_.at(o.get())) || any;
-      reaches[i] = any;
-      return any;
-    };
-    for (int i : region) {
-      // A row kernel (reductions taken in by FuseRowReductions) has no per-element epilogue.
+    // A row kernel (reductions taken in by FuseRowReductions) has no per-element epilogue.
+    for (int i : Region(r)) {
       if (ir::IsReduce(g_.nodes[i]->op)) return false;
-      if (!reach(i)) continue;
-      const Node& n = *g_.nodes[i];
-      if (!ir::IsElementwise(n.op) || n.shape != g_.nodes[r]->shape) return false;
     }
-    return true;
+    return ReadsOnlyAtOwnIndex(*g_.nodes[r], *g_.nodes[m], KernelInputs(), OwnIndex::kElement);
   }
 
   void Emit(Plan* plan, int* too_big) {
