@@ -1,0 +1,161 @@
+#include "kernels/fusion_rules.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/container/flat_hash_set.h"
+#include "kernels/index_reads.h"
+
+namespace lazycl::kernels {
+namespace {
+
+using ir::Node;
+using ir::Op;
+
+// A fused subexpression larger than this is materialized rather than recomputed when two
+// kernels need it.
+constexpr int kMaxRecomputedNodes = 32;
+// A kernel's fused expression is at most this deep: code generation recurses once per level
+// (and the stack frames are large under sanitizers), and very long kernels compile slowly.
+constexpr int kMaxFusedDepth = 128;
+
+IsKernelInput InputsOf(const Partition& p) {
+  return [&p](const Node& n) { return p.IsInput(n); };
+}
+
+// Whether `red` reduces trailing dims of a value shaped like `root`, all rows reducing the
+// same number of dims (`*reduced_dims`, 0 until the first), with rows worth a row kernel:
+// long enough for vectors and many enough to spread over the device.
+bool RowReduction(const Node& red, const Node& root, size_t* reduced_dims) {
+  if ((red.op != Op::kSum && red.op != Op::kMax) || red.dtype != DType::f32) return false;
+  const Node& x = *red.operands[0];
+  if (x.shape != root.shape) return false;
+  const size_t k = red.args.size();
+  if (*reduced_dims != 0 && k != *reduced_dims) return false;
+  for (size_t i = 0; i < k; ++i) {
+    if (red.args[i] != static_cast<int64_t>(x.shape.size() - k + i)) return false;
+  }
+  int64_t row = 1;
+  for (size_t d = x.shape.size() - k; d < x.shape.size(); ++d) row *= x.shape[d];
+  const int64_t rows = ir::NumElements(x.shape) / std::max<int64_t>(row, 1);
+  if (row < 16 || rows < 16) return false;
+  *reduced_dims = k;
+  return true;
+}
+
+// Whether node `r`, no longer a root, is read only inside root `o`'s kernel, and there only as
+// a value of the row being computed (OwnIndex::kRow).
+bool OnlyReadPerRowBy(const Partition& p, int r, int o) {
+  for (int k = 0; k < p.size(); ++k) {
+    if (!p.IsRoot(k) || k == o) continue;
+    for (int i : p.Region(k)) {
+      if (i == r) return false;
+    }
+  }
+  return ReadsOnlyAtOwnIndex(p.node(o), p.node(r), InputsOf(p), OwnIndex::kRow);
+}
+
+}  // namespace
+
+void MaterializeSharedExpensiveNodes(Partition* p) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    std::vector<int> kernels_using(p->size(), 0);
+    for (int r = 0; r < p->size(); ++r) {
+      if (!p->IsRoot(r)) continue;
+      for (int i : p->Region(r)) {
+        if (i != r) ++kernels_using[i];
+      }
+    }
+    for (int i = 0; i < p->size(); ++i) {
+      if (kernels_using[i] >= 2 && !p->IsInput(i) &&
+          static_cast<int>(p->Region(i).size()) > kMaxRecomputedNodes) {
+        p->SetRoot(i, true);
+        changed = true;
+        break;
+      }
+    }
+  }
+}
+
+void MaterializeDeepChains(Partition* p) {
+  std::vector<int> depth(p->size(), 0);
+  for (int i = 0; i < p->size(); ++i) {
+    if (p->node(i).op == Op::kBuffer) continue;
+    int d = 0;
+    for (const ir::NodePtr& o : p->node(i).operands) {
+      const int j = p->IndexOf(*o);
+      if (!p->IsInput(j)) d = std::max(d, depth[j]);
+    }
+    depth[i] = d + 1;
+    if (depth[i] >= kMaxFusedDepth && !p->IsRoot(i)) p->SetRoot(i, true);
+  }
+}
+
+// Nested reductions (the sum reads the max) are taken in as they become reachable, so each
+// root's region is walked again until nothing changes.
+void FuseRowReductions(Partition* p) {
+  for (int o = 0; o < p->size(); ++o) {
+    const Node& root = p->node(o);
+    if (!p->IsRoot(o) || !ir::IsElementwise(root.op) || root.dtype != DType::f32) continue;
+    size_t reduced_dims = 0;
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (int j : p->Region(o)) {
+        for (const ir::NodePtr& operand : p->node(j).operands) {
+          const int r = p->IndexOf(*operand);
+          if (!p->IsRoot(r) || p->IsOutput(r) || !RowReduction(*operand, root, &reduced_dims))
+            continue;
+          p->SetRoot(r, false);  // tentatively part of o's kernel
+          if (OnlyReadPerRowBy(*p, r, o)) {
+            changed = true;
+          } else {
+            p->SetRoot(r, true);
+          }
+        }
+      }
+    }
+  }
+}
+
+Epilogues FindEpilogues(const Partition& p) {
+  Epilogues epilogues;
+  epilogues.fused.assign(p.size(), false);
+  // For every matmul, the roots whose kernels read it.
+  absl::flat_hash_map<int, std::vector<int>> readers;
+  for (int r = 0; r < p.size(); ++r) {
+    if (!p.IsRoot(r) || p.IsParam(r)) continue;
+    absl::flat_hash_set<int> read;
+    for (int i : p.Region(r)) {
+      for (const ir::NodePtr& o : p.node(i).operands) {
+        const int j = p.IndexOf(*o);
+        if (p.node(j).op == Op::kMatmul && j != r && read.insert(j).second) readers[j].push_back(r);
+      }
+    }
+  }
+  for (int mi = 0; mi < p.size(); ++mi) {
+    const Node& m = p.node(mi);
+    if (m.op != Op::kMatmul || p.IsOutput(mi)) continue;
+    auto it = readers.find(mi);
+    if (it == readers.end() || it->second.size() != 1) continue;
+    const int r = it->second[0];
+    const Node& root = p.node(r);
+    if (epilogues.matmul_of.contains(r) || !ir::IsElementwise(root.op) || root.shape != m.shape ||
+        root.dtype != m.dtype) {
+      continue;
+    }
+    // A row kernel (reductions taken in by FuseRowReductions) has no per-element epilogue.
+    const std::vector<int> region = p.Region(r);
+    const bool row_kernel = std::any_of(region.begin(), region.end(),
+                                        [&](int i) { return ir::IsReduce(p.node(i).op); });
+    if (!row_kernel && ReadsOnlyAtOwnIndex(root, m, InputsOf(p), OwnIndex::kElement)) {
+      epilogues.matmul_of[r] = mi;
+      epilogues.fused[mi] = true;
+    }
+  }
+  return epilogues;
+}
+
+}  // namespace lazycl::kernels

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "kernels/partition.h"
+
+// The rules that move the first cut (Partition's constructor) before kernels are emitted. Each
+// owns one reason a node ends a kernel or fuses into its reader; lower.cpp applies them in
+// order: shared expensive subexpressions, the depth cap, then (CPU) row kernels and the depth
+// cap again. Matmul epilogues do not move the cut: they merge two kernels at emission.
+namespace lazycl::kernels {
+
+// A fused subexpression of more than 32 nodes that two kernels read is materialized once
+// rather than recomputed by both; a smaller one is recomputed.
+void MaterializeSharedExpensiveNodes(Partition* p);
+
+// Cuts fused chains deeper than 128 by materializing the node at the limit: code generation
+// recurses once per level, and very long kernels compile slowly.
+void MaterializeDeepChains(Partition* p);
+
+// CPU: a reduction over the trailing dims of a value shaped like an elementwise root, read
+// only per row back into that root's kernel, is computed inside that kernel, one work-item
+// per row (EmitRowKernel): softmax's max, sum of exp and normalisation become one pass over
+// memory instead of three kernels.
+void FuseRowReductions(Partition* p);
+
+// Matmuls whose result only an elementwise chain reads, at the result's own index, run that
+// chain as their epilogue: relu(h @ w + bias) is one kernel.
+struct Epilogues {
+  absl::flat_hash_map<int, int> matmul_of;  // root of an epilogue chain -> its matmul
+  std::vector<bool> fused;                  // per node: a matmul that launches no kernel itself
+};
+Epilogues FindEpilogues(const Partition& p);
+
+}  // namespace lazycl::kernels

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <functional>
+
+#include "ir/ir.h"
+
+// The one "reads only at its own index" analysis. Lowering asks it whether a row kernel may take
+// a reduction in (fusion_rules.cpp) and whether an elementwise chain may be a matmul's epilogue;
+// code generation asks it whether a row kernel may store a value into its output row and read it
+// back. Each asks the same question of the paths from a kernel's root down to one value.
+namespace lazycl::kernels {
+
+// Which nodes a path from the root may pass through on its way to x.
+enum class OwnIndex {
+  // Elementwise nodes of root's shape only, so x is read at root's own index. Reductions end
+  // paths: in a row kernel they are values computed before the row (codegen), and an epilogue
+  // chain holds none (its caller checks).
+  kElement,
+  // x is a per-row value of root's row kernel (fusion_rules.cpp): a node on a path may also be
+  // a reduction of a value of root's shape (taken into the kernel, it reads its own row), an
+  // Expand of a value of x's shape to root's shape, or elementwise of x's shape (log of a sum,
+  // a mean). A view such as a transpose on a path would read other rows.
+  kRow,
+};
+
+// Nodes the kernel reads from memory (Buffer leaves and other kernels' results): they end
+// paths, since what lies below them belongs to another kernel.
+using IsKernelInput = std::function<bool(const ir::Node&)>;
+
+// Whether `root` reads `x`, and reads it only as `mode` allows: every node on every path from
+// root down to x (root included, x not) is of a kind `mode` names. Paths end at x, at nodes
+// `is_input` names (root itself is never one: it is the value being computed) and, for
+// kElement, at reductions.
+bool ReadsOnlyAtOwnIndex(const ir::Node& root, const ir::Node& x, const IsKernelInput& is_input,
+                         OwnIndex mode = OwnIndex::kElement);
+
+}  // namespace lazycl::kernels

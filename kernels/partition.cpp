@@ -1,0 +1,50 @@
+#include "kernels/partition.h"
+
+#include <functional>
+
+#include "kernels/views.h"
+
+namespace lazycl::kernels {
+
+using ir::Node;
+using ir::Op;
+
+Partition::Partition(const Graph& graph)
+    : g_(graph), outputs_(graph.outputs.begin(), graph.outputs.end()) {
+  for (int i = 0; i < size(); ++i) index_[g_.nodes[i]] = i;
+  root_.assign(g_.nodes.size(), false);
+  for (int o : g_.outputs) root_[o] = true;
+  for (int i = 0; i < size(); ++i) {
+    const Node& n = node(i);
+    if (ir::IsReduce(n.op) || n.op == Op::kMatmul) root_[i] = true;
+  }
+  // In node order, so that an operand made a root here reads as memory to later matmuls.
+  const std::function<bool(const Node&)> materialized = [this](const Node& n) {
+    return IsInput(n);
+  };
+  for (const Node* n : g_.nodes) {
+    if (n->op != Op::kMatmul) continue;
+    for (const ir::NodePtr& operand : n->operands) {
+      if (!MatmulAccess(*operand, materialized).has_value()) root_[IndexOf(*operand)] = true;
+    }
+  }
+}
+
+std::vector<int> Partition::Region(int r) const {
+  std::vector<int> region;
+  absl::flat_hash_set<int> seen;
+  std::vector<int> stack = {r};
+  while (!stack.empty()) {
+    int i = stack.back();
+    stack.pop_back();
+    if (!seen.insert(i).second) continue;
+    region.push_back(i);
+    for (const ir::NodePtr& o : g_.nodes[i]->operands) {
+      int j = index_.at(o.get());
+      if (!IsInput(j)) stack.push_back(j);
+    }
+  }
+  return region;
+}
+
+}  // namespace lazycl::kernels
