@@ -64,7 +64,8 @@ class BufferManager {
   bool IsWritten(BufferId id) const;
   const std::string& Label(BufferId id) const;
 
-  // The Memory's handle of an allocated buffer, e.g. the cl_mem to bind as a kernel argument.
+  // The Memory's handle of the buffer, e.g. the cl_mem to bind as a kernel argument. The buffer
+  // must be allocated (a bug otherwise: it aborts).
   MemoryHandle Handle(BufferId id) const;
 
   // Host memory only: the address of the buffer's storage (64-byte aligned), nullptr while it
