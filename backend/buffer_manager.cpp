@@ -1,19 +1,232 @@
 #include "backend/buffer_manager.h"
 
+#include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "backend/pool_bins.h"
+#include "base/check.h"
+#include "base/metrics_registry.h"
+#include "base/string_view.h"
 
 namespace lazycl::backend {
+namespace {
 
 BufferId NewBufferId() {
   static std::atomic<BufferId> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-absl::Status NotWrittenError(const std::string& label, size_t bytes) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "buffer '", label, "' (", bytes, " bytes) holds no data: it was declared but never written"));
+absl::Status CheckRange(const std::string& label, size_t size, size_t offset, size_t bytes) {
+  if (offset > size || bytes > size - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("buffer '", label, "' of ", size,
+                                                   " bytes: range [", offset, ", ", offset, " + ",
+                                                   bytes, ") is out of bounds"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+BufferManager::BufferManager(std::unique_ptr<Memory> memory, BufferLimits limits)
+    : memory_(std::move(memory)), device_(memory_->is_device()), limits_(limits) {}
+
+BufferManager::~BufferManager() {
+  // Storage still owned by ids dies with the manager; the gauges must not keep counting it.
+  for (auto& [id, entry] : entries_) Free(entry, /*to_pool=*/false);
+  TrimPool();
+}
+
+BufferId BufferManager::Declare(size_t bytes, std::string label) {
+  BufferId id = NewBufferId();
+  Entry& entry = entries_[id];
+  entry.bytes = bytes;
+  entry.label = std::move(label);
+  return id;
+}
+
+absl::Status BufferManager::OutOfMemory(size_t storage_bytes, std::string_view why) const {
+  std::string limit = limits_.memory_limit > 0 ? absl::StrCat(limits_.memory_limit,
+                                                              " bytes (LAZYCL_DEVICE_MEMORY_LIMIT)")
+                                               : std::string("none set");
+  return absl::ResourceExhaustedError(
+      absl::StrCat(device_ ? "device" : "host", " out of memory (", base::Sv(why), "): requested ",
+                   storage_bytes, " bytes, live ", live_bytes_, " bytes, peak ", peak_bytes_,
+                   " bytes, pooled ", pool_bytes_, " bytes, limit ", limit));
+}
+
+void BufferManager::TrimPool() {
+  for (auto& [bytes, handles] : pool_) {
+    for (MemoryHandle handle : handles) memory_->Free(handle);
+  }
+  pool_.clear();
+  if (pool_bytes_ != 0) base::metrics::Add("DevicePoolBytes", -pool_bytes_);
+  pool_bytes_ = 0;
+}
+
+absl::StatusOr<MemoryHandle> BufferManager::AllocateFromMemory(size_t storage_bytes) {
+  const int64_t bytes = static_cast<int64_t>(storage_bytes);
+  if (limits_.max_alloc_bytes > 0 && bytes > limits_.max_alloc_bytes) {
+    return OutOfMemory(storage_bytes, absl::StrCat("above CL_DEVICE_MAX_MEM_ALLOC_SIZE of ",
+                                                   limits_.max_alloc_bytes, " bytes"));
+  }
+  if (limits_.memory_limit > 0 && live_bytes_ + pool_bytes_ + bytes > limits_.memory_limit) {
+    TrimPool();
+    if (live_bytes_ + bytes > limits_.memory_limit) {
+      return OutOfMemory(storage_bytes, "over LAZYCL_DEVICE_MEMORY_LIMIT");
+    }
+  }
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<MemoryHandle> handle = memory_->Allocate(storage_bytes);
+    if (handle.ok()) {
+      if (device_ && bytes > 0) {
+        base::metrics::Add("DeviceAllocBytes", bytes);
+        base::metrics::Add("DeviceAllocCount", 1);
+      }
+      return handle;
+    }
+    if (!absl::IsResourceExhausted(handle.status())) return handle.status();
+    if (attempt > 0) return OutOfMemory(storage_bytes, base::StdSv(handle.status().message()));
+    TrimPool();
+  }
+}
+
+absl::Status BufferManager::Allocate(Entry& entry) {
+  if (entry.handle != nullptr) return absl::OkStatus();
+  // A 0-byte buffer still gets a handle from the memory, but costs nothing: it is never
+  // counted, pooled or limited.
+  const size_t storage = device_ ? PoolBinBytes(entry.bytes) : entry.bytes;
+  if (auto it = pool_.find(storage); storage > 0 && it != pool_.end() && !it->second.empty()) {
+    entry.handle = it->second.back();
+    it->second.pop_back();
+    pool_bytes_ -= static_cast<int64_t>(storage);
+    base::metrics::Add("DevicePoolBytes", -static_cast<int64_t>(storage));
+  } else {
+    absl::StatusOr<MemoryHandle> handle = AllocateFromMemory(storage);
+    if (!handle.ok()) return handle.status();
+    entry.handle = *handle;
+  }
+  entry.storage_bytes = storage;
+  live_bytes_ += static_cast<int64_t>(storage);
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+  if (device_ && storage > 0) base::metrics::AddLiveBytes(static_cast<int64_t>(storage));
+  return absl::OkStatus();
+}
+
+void BufferManager::Free(Entry& entry, bool to_pool) {
+  if (entry.handle == nullptr) return;
+  const int64_t storage = static_cast<int64_t>(entry.storage_bytes);
+  live_bytes_ -= storage;
+  if (device_ && storage > 0) base::metrics::AddLiveBytes(-storage);
+  if (to_pool && device_ && storage > 0) {
+    pool_[entry.storage_bytes].push_back(entry.handle);
+    pool_bytes_ += storage;
+    base::metrics::Add("DevicePoolBytes", storage);
+  } else {
+    memory_->Free(entry.handle);
+  }
+  entry.handle = nullptr;
+  entry.storage_bytes = 0;
+}
+
+absl::Status BufferManager::Upload(BufferId id, const void* src, size_t offset, size_t bytes) {
+  Entry& entry = Get(id);
+  if (absl::Status s = CheckRange(entry.label, entry.bytes, offset, bytes); !s.ok()) return s;
+  const bool fresh = entry.handle == nullptr;
+  if (absl::Status s = Allocate(entry); !s.ok()) return s;
+  if (bytes > 0) {
+    absl::StatusOr<int64_t> nanos = memory_->CopyIn(entry.handle, offset, src, bytes);
+    if (absl::IsResourceExhausted(nanos.status()) && fresh) {
+      // Some drivers only commit memory on first use: give this storage back to the memory,
+      // empty the pool and try once more with fresh storage.
+      Free(entry, /*to_pool=*/false);
+      TrimPool();
+      if (absl::Status s = Allocate(entry); !s.ok()) return s;
+      nanos = memory_->CopyIn(entry.handle, offset, src, bytes);
+      if (absl::IsResourceExhausted(nanos.status())) {
+        absl::Status oom = OutOfMemory(entry.storage_bytes, base::StdSv(nanos.status().message()));
+        Free(entry, /*to_pool=*/false);
+        return oom;
+      }
+    }
+    if (!nanos.ok()) return nanos.status();
+    if (device_) {
+      base::metrics::Add("TransferToDeviceBytes", static_cast<int64_t>(bytes));
+      base::metrics::Add("TransferToDeviceCount", 1);
+      base::metrics::RecordTime("TransferToDeviceTime", *nanos);
+    }
+  }
+  entry.written = true;
+  return absl::OkStatus();
+}
+
+absl::Status BufferManager::Download(BufferId id, void* dst, size_t offset, size_t bytes) {
+  if (absl::Status s = CheckReadable(id); !s.ok()) return s;
+  const Entry& entry = Get(id);
+  if (absl::Status s = CheckRange(entry.label, entry.bytes, offset, bytes); !s.ok()) return s;
+  if (bytes == 0) return absl::OkStatus();
+  absl::StatusOr<int64_t> nanos = memory_->CopyOut(dst, entry.handle, offset, bytes);
+  if (!nanos.ok()) return nanos.status();
+  if (device_) {
+    base::metrics::Add("TransferFromDeviceBytes", static_cast<int64_t>(bytes));
+    base::metrics::Add("TransferFromDeviceCount", 1);
+    base::metrics::RecordTime("TransferFromDeviceTime", *nanos);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BufferManager::PrepareWrite(BufferId id) {
+  Entry& entry = Get(id);
+  if (absl::Status s = Allocate(entry); !s.ok()) return s;
+  entry.written = true;
+  return absl::OkStatus();
+}
+
+absl::Status BufferManager::CheckReadable(BufferId id) const {
+  const Entry& entry = Get(id);
+  if (entry.written) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("buffer '", entry.label, "' (", entry.bytes,
+                                                    " bytes) holds no data: it was declared but "
+                                                    "never written"));
+}
+
+void BufferManager::Release(BufferId id) {
+  auto it = entries_.find(id);
+  LAZYCL_CHECK(it != entries_.end(), "BufferManager::Release of unknown buffer id %llu",
+               static_cast<unsigned long long>(id));
+  Free(it->second, /*to_pool=*/true);
+  entries_.erase(it);
+}
+
+size_t BufferManager::Bytes(BufferId id) const { return Get(id).bytes; }
+bool BufferManager::IsAllocated(BufferId id) const { return Get(id).handle != nullptr; }
+bool BufferManager::IsWritten(BufferId id) const { return Get(id).written; }
+const std::string& BufferManager::Label(BufferId id) const { return Get(id).label; }
+
+MemoryHandle BufferManager::Handle(BufferId id) const {
+  const Entry& entry = Get(id);
+  LAZYCL_CHECK(entry.handle != nullptr, "BufferManager::Handle of unallocated buffer '%s'",
+               entry.label.c_str());
+  return entry.handle;
+}
+
+const void* BufferManager::Data(BufferId id) const {
+  const Entry& entry = Get(id);
+  LAZYCL_CHECK(!device_, "BufferManager::Data of device buffer '%s'", entry.label.c_str());
+  return entry.handle;
+}
+
+void* BufferManager::Data(BufferId id) { return const_cast<void*>(std::as_const(*this).Data(id)); }
+
+const BufferManager::Entry& BufferManager::Get(BufferId id) const {
+  auto it = entries_.find(id);
+  LAZYCL_CHECK(it != entries_.end(), "unknown buffer id %llu", static_cast<unsigned long long>(id));
+  return it->second;
+}
+
+BufferManager::Entry& BufferManager::Get(BufferId id) {
+  return const_cast<Entry&>(std::as_const(*this).Get(id));
 }
 
 }  // namespace lazycl::backend

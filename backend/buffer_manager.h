@@ -2,55 +2,114 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "backend/memory.h"
 
 namespace lazycl::backend {
 
-// Identifies one buffer within one BufferManager. Never reused within a process.
+// Identifies one buffer. Ids come from one process-wide counter shared by every BufferManager,
+// so an id names one buffer across managers and is never reused. Never 0.
 using BufferId = uint64_t;
 
-// A fresh id from one process-wide counter, shared by every BufferManager, so an id names one
-// buffer across managers and is never reused. Never 0.
-BufferId NewBufferId();
-
-// The error for reading a buffer that was declared but never written.
-absl::Status NotWrittenError(const std::string& label, size_t bytes);
+struct BufferLimits {
+  int64_t memory_limit = 0;     // > 0 caps live + pooled bytes (LAZYCL_DEVICE_MEMORY_LIMIT)
+  int64_t max_alloc_bytes = 0;  // > 0 caps one allocation (CL_DEVICE_MAX_MEM_ALLOC_SIZE)
+};
 
 // A buffer is *declared* (a size and a label, no memory), then *allocated* (storage obtained
 // when a kernel is about to write it or data is uploaded), and *written* once data is in it.
 // A declared buffer that is never written is what a placeholder is: reading it is an error.
-// One BufferManager serves one device (or host memory); it is not thread-safe.
+//
+// One BufferManager serves one Memory (a device, or host memory), which it owns. It owns every
+// allocation too, live or pooled, and frees them all when it goes. It does the checks and the
+// accounting; for device memory (Memory::is_device) storage is rounded to PoolBinBytes, goes
+// back to a size-binned pool on Release, and every allocation and copy is counted in the
+// Device*/Transfer* metrics. Not thread-safe.
 class BufferManager {
  public:
-  virtual ~BufferManager() = default;
+  explicit BufferManager(std::unique_ptr<Memory> memory, BufferLimits limits = {});
+  ~BufferManager();
+  BufferManager(const BufferManager&) = delete;
+  BufferManager& operator=(const BufferManager&) = delete;
 
   // Costs no memory. `label` names the buffer in error messages.
-  virtual BufferId Declare(size_t bytes, std::string label) = 0;
+  BufferId Declare(size_t bytes, std::string label);
 
   // Copies bytes [offset, offset + bytes) from `src` into the buffer, allocating storage first
-  // if needed, and marks it written. Counted as a host->device transfer where that is real.
-  virtual absl::Status Upload(BufferId id, const void* src, size_t offset, size_t bytes) = 0;
+  // if needed, and marks it written. Counted as a host->device transfer for device memory.
+  absl::Status Upload(BufferId id, const void* src, size_t offset, size_t bytes);
 
   // Copies bytes [offset, offset + bytes) of the buffer into `dst`. FailedPrecondition, naming
   // the buffer, when it was never written.
-  virtual absl::Status Download(BufferId id, void* dst, size_t offset, size_t bytes) = 0;
+  absl::Status Download(BufferId id, void* dst, size_t offset, size_t bytes);
 
   // Obtains storage because a kernel is about to write the buffer, and marks it written.
-  // ResourceExhausted when the device (or LAZYCL_DEVICE_MEMORY_LIMIT) has no room.
-  virtual absl::Status PrepareWrite(BufferId id) = 0;
+  // ResourceExhausted when the memory (or BufferLimits) has no room.
+  absl::Status PrepareWrite(BufferId id);
 
   // OK when the buffer holds data; FailedPrecondition naming it otherwise.
-  virtual absl::Status CheckReadable(BufferId id) const = 0;
+  absl::Status CheckReadable(BufferId id) const;
 
-  // Forgets the buffer; its storage goes back to the pool.
-  virtual void Release(BufferId id) = 0;
+  // Forgets the buffer; its storage goes back to the pool (device memory) or the memory.
+  void Release(BufferId id);
 
-  virtual size_t Bytes(BufferId id) const = 0;
-  virtual bool IsAllocated(BufferId id) const = 0;
-  virtual bool IsWritten(BufferId id) const = 0;
-  virtual const std::string& Label(BufferId id) const = 0;
+  size_t Bytes(BufferId id) const;
+  bool IsAllocated(BufferId id) const;
+  bool IsWritten(BufferId id) const;
+  const std::string& Label(BufferId id) const;
+
+  // The Memory's handle of the buffer, e.g. the cl_mem to bind as a kernel argument. The buffer
+  // must be allocated (a bug otherwise: it aborts).
+  MemoryHandle Handle(BufferId id) const;
+
+  // Host memory only: the address of the buffer's storage (64-byte aligned), nullptr while it
+  // is only declared.
+  void* Data(BufferId id);
+  const void* Data(BufferId id) const;
+
+  // Frees every pooled allocation back to the memory.
+  void TrimPool();
+
+  // Bytes of storage held by this manager's live buffers, the most at once, and pooled.
+  int64_t live_bytes() const { return live_bytes_; }
+  int64_t peak_bytes() const { return peak_bytes_; }
+  int64_t pool_bytes() const { return pool_bytes_; }
+
+ private:
+  struct Entry {
+    size_t bytes = 0;
+    std::string label;
+    MemoryHandle handle = nullptr;  // null until allocated
+    size_t storage_bytes = 0;       // bytes obtained for `handle`; 0 for a 0-byte buffer
+    bool written = false;
+  };
+  const Entry& Get(BufferId id) const;
+  Entry& Get(BufferId id);
+
+  // Gives `entry` storage from the pool or the memory.
+  absl::Status Allocate(Entry& entry);
+  // Memory::Allocate of `storage_bytes` within BufferLimits, emptying the pool and trying once more
+  // when the memory is out of room.
+  absl::StatusOr<MemoryHandle> AllocateFromMemory(size_t storage_bytes);
+  // Returns the storage of `entry` to the pool, or to the memory when `to_pool` is false.
+  void Free(Entry& entry, bool to_pool);
+  absl::Status OutOfMemory(size_t storage_bytes, std::string_view why) const;
+
+  std::unique_ptr<Memory> memory_;
+  const bool device_;  // memory_->is_device(): pooled and counted in the Device* metrics
+  const BufferLimits limits_;
+
+  absl::flat_hash_map<BufferId, Entry> entries_;
+  absl::flat_hash_map<size_t, std::vector<MemoryHandle>> pool_;  // free storage by bytes
+  int64_t live_bytes_ = 0;
+  int64_t peak_bytes_ = 0;
+  int64_t pool_bytes_ = 0;
 };
 
 }  // namespace lazycl::backend

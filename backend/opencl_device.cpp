@@ -2,10 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "backend/buffer_manager.h"
 #include "backend/cl.h"
 #include "backend/cl_error.h"
 #include "backend/device.h"
-#include "backend/device_buffers.h"
+#include "backend/opencl_memory.h"
 #include "backend/program_cache.h"
 #include "base/metrics_registry.h"
 
@@ -65,7 +66,7 @@ struct Device::Impl {
   cl::Context context;
   cl::CommandQueue queue;
   cl::Device device;
-  std::unique_ptr<DeviceBuffers> buffers;
+  std::unique_ptr<BufferManager> buffers;  // over an OpenClMemory
   std::unique_ptr<ProgramCache> programs;
 };
 
@@ -119,10 +120,11 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
   if (err != CL_SUCCESS) return ClStatus(err, "clCreateContext");
   impl->queue = cl::CommandQueue(impl->context, impl->device, CL_QUEUE_PROFILING_ENABLE, &err);
   if (err != CL_SUCCESS) return ClStatus(err, "clCreateCommandQueue");
-  impl->buffers = std::make_unique<DeviceBuffers>(
-      impl->context, impl->queue, settings.device_memory_limit, info.max_alloc_bytes,
-      info.type == base::DeviceType::kCpu &&
-          impl->device.getInfo<CL_DEVICE_HOST_UNIFIED_MEMORY>() == CL_TRUE);
+  const bool host_pages = info.type == base::DeviceType::kCpu &&
+                          impl->device.getInfo<CL_DEVICE_HOST_UNIFIED_MEMORY>() == CL_TRUE;
+  impl->buffers = std::make_unique<BufferManager>(
+      std::make_unique<OpenClMemory>(impl->context, impl->queue, host_pages),
+      BufferLimits{settings.device_memory_limit, info.max_alloc_bytes});
   impl->programs = std::make_unique<ProgramCache>(
       impl->context, impl->device,
       ProgramCacheIdentity{info.platform_name, info.device_name, info.driver_version},
@@ -187,9 +189,8 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
     cl_int err = CL_SUCCESS;
     switch (arg.kind) {
       case KernelArg::Kind::kBuffer: {
-        absl::StatusOr<cl_mem> mem = impl_->buffers->Mem(arg.buffer);
-        if (!mem.ok()) return mem.status();
-        err = k.setArg(index, sizeof(cl_mem), &*mem);
+        const cl_mem mem = OpenClMemory::Mem(impl_->buffers->Handle(arg.buffer));
+        err = k.setArg(index, sizeof(cl_mem), &mem);
         break;
       }
       case KernelArg::Kind::kInt32: {

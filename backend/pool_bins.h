@@ -3,8 +3,8 @@
 #include <bit>
 #include <cstddef>
 
-// How DeviceBuffers rounds requests into pool bins. Free of OpenCL so tests can predict the exact
-// bytes that allocation counters will show.
+// How BufferManager rounds device-memory requests into pool bins. Free of OpenCL so tests can
+// predict the exact bytes that allocation counters will show.
 namespace lazycl::backend {
 
 inline constexpr size_t kMinPoolBinBytes = 256;

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "backend/host_buffers.h"
+#include "backend/host_memory.h"
 #include "base/status.h"
 #include "frontend/materialize.h"
 #include "frontend/trace_scope.h"

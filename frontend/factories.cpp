@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "backend/host_buffers.h"
+#include "backend/host_memory.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "backend/host_buffers.h"
+#include "backend/host_memory.h"
 #include "base/dtype_table.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"

@@ -14,7 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "backend/host_buffers.h"
+#include "backend/host_memory.h"
 #include "base/check.h"
 
 namespace lazycl::runtime {
@@ -493,7 +493,7 @@ absl::StatusOr<Array> EvalNode(const Node& node, const std::vector<const Array*>
 }
 
 absl::StatusOr<std::shared_ptr<ir::Storage>> ToStorage(const Node& node, const Array& value) {
-  backend::HostBuffers& memory = backend::HostMemory();
+  backend::BufferManager& memory = backend::HostMemory();
   const size_t bytes = static_cast<size_t>(ir::NumElements(node.shape)) * dtype_size(node.dtype);
   // The installed abseil's StrCat takes absl::string_view, not std::string_view.
   const std::string dtype(dtype_name(node.dtype));

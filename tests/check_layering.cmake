@@ -48,7 +48,7 @@ foreach(floor ${floors})
         if(NOT target IN_LIST allowed_${floor})
           string(REPLACE ";" " " allowed "${allowed_${floor}}")
           list(APPEND violations "${path}: ${line} (${floor}/ may include only: ${allowed})")
-        elseif(line MATCHES "backend/(cl|program_cache|device_buffers|cl_error)\\.h"
+        elseif(line MATCHES "backend/(cl|program_cache|opencl_memory|cl_error)\\.h"
                AND NOT floor STREQUAL "backend")
           list(APPEND violations "${path}: ${line} (exposes OpenCL types)")
         endif()
@@ -64,14 +64,14 @@ endforeach()
 # Tests, benchmarks and examples: no OpenCL, except the backend's own tests.
 file(GLOB_RECURSE other_files ${ROOT}/bench/*.h ${ROOT}/bench/*.cpp ${ROOT}/tests/*.h
      ${ROOT}/tests/*.cpp ${ROOT}/examples/*.h ${ROOT}/examples/*.cpp)
-set(backend_tests cl_error_test.cpp device_buffers_test.cpp program_cache_test.cpp device_test.cpp)
+set(backend_tests cl_error_test.cpp opencl_memory_test.cpp program_cache_test.cpp device_test.cpp)
 foreach(path ${other_files})
   get_filename_component(name ${path} NAME)
   file(STRINGS ${path} includes REGEX "^[ \t]*#[ \t]*include")
   foreach(line ${includes})
     if(line MATCHES "[\"<]CL/")
       list(APPEND violations "${path}: ${line}")
-    elseif(line MATCHES "backend/(cl|program_cache|device_buffers|cl_error)\\.h"
+    elseif(line MATCHES "backend/(cl|program_cache|opencl_memory|cl_error)\\.h"
            AND NOT name IN_LIST backend_tests)
       list(APPEND violations "${path}: ${line}")
     endif()

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "backend/host_buffers.h"
+#include "backend/host_memory.h"
 #include "gtest/gtest.h"
 #include "ir/ir.h"
 #include "runtime/storage.h"
@@ -63,7 +63,7 @@ NodePtr Ok(absl::StatusOr<NodePtr> node) {
 template <typename T>
 NodePtr Host(std::vector<T> data, Shape shape) {
   EXPECT_EQ(static_cast<int64_t>(data.size()), ir::NumElements(shape));
-  backend::HostBuffers& memory = backend::HostMemory();
+  backend::BufferManager& memory = backend::HostMemory();
   auto storage =
       std::make_shared<ir::Storage>(Device::host(), &memory, data.size() * sizeof(T), "test input");
   EXPECT_TRUE(memory.Upload(storage->id(), data.data(), 0, data.size() * sizeof(T)).ok());

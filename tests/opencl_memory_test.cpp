@@ -1,0 +1,155 @@
+#include "backend/opencl_memory.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/buffer_manager.h"
+#include "backend/device.h"
+#include "backend/pool_bins.h"
+#include "backend_test_util.h"
+#include "gtest/gtest.h"
+#include "lazycl/metrics.h"
+
+// The BufferManager over an OpenClMemory: what only device memory does (pooling, timing, huge
+// pages, the memory limit). What host and device memory share is in buffer_manager_test.
+namespace lazycl::backend {
+namespace {
+
+int64_t C(std::string_view name) { return lazycl::metrics::counter(name); }
+
+class OpenClMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    device_ = test::OpenDeviceWithTempCache();
+    ASSERT_NE(device_, nullptr);
+    lazycl::metrics::reset();
+  }
+  BufferManager& buffers() { return device_->buffers(); }
+  std::unique_ptr<Device> device_;
+};
+
+TEST_F(OpenClMemoryTest, TransfersAreTimed) {
+  std::vector<char> data(4096, 7);
+  BufferId id = buffers().Declare(data.size(), "timed");
+  ASSERT_TRUE(buffers().Upload(id, data.data(), 0, data.size()).ok());
+  ASSERT_TRUE(buffers().Download(id, data.data(), 0, data.size()).ok());
+  const std::string report = lazycl::metrics::report();
+  EXPECT_NE(report.find("TransferToDeviceTime"), std::string::npos) << report;
+  EXPECT_NE(report.find("TransferFromDeviceTime"), std::string::npos) << report;
+  buffers().Release(id);
+}
+
+TEST_F(OpenClMemoryTest, PoolReuseAllocatesNothing) {
+  std::vector<char> data(5000, 1);
+  BufferId a = buffers().Declare(5000, "a");
+  ASSERT_TRUE(buffers().Upload(a, data.data(), 0, data.size()).ok());
+  EXPECT_EQ(C("DeviceAllocCount"), 1);
+  buffers().Release(a);
+  EXPECT_EQ(C("DevicePoolBytes"), static_cast<int64_t>(PoolBinBytes(5000)));
+  // A different size in the same bin reuses the pooled buffer.
+  ASSERT_EQ(PoolBinBytes(4900), PoolBinBytes(5000));
+  BufferId b = buffers().Declare(4900, "b");
+  ASSERT_TRUE(buffers().PrepareWrite(b).ok());
+  EXPECT_EQ(C("DeviceAllocCount"), 1);
+  EXPECT_EQ(C("DeviceAllocBytes"), static_cast<int64_t>(PoolBinBytes(5000)));
+  EXPECT_EQ(C("DevicePoolBytes"), 0);
+  EXPECT_TRUE(buffers().IsWritten(b));
+  buffers().Release(b);
+}
+
+// Buffers of 2 MiB and more on a CPU device live in our own huge-page memory
+// (CL_MEM_USE_HOST_PTR): data round-trips at an offset, survives going through the pool, and
+// the memory is given back when the manager (and so the cl_mem) is gone (LeakSanitizer checks
+// that under the sanitizer build).
+TEST_F(OpenClMemoryTest, LargeBuffersRoundTripThroughThePool) {
+  const size_t bytes = (size_t{3} << 20) + 12;
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(i * 7 + 3);
+  BufferId a = buffers().Declare(bytes, "large");
+  ASSERT_TRUE(buffers().Upload(a, data.data(), 0, bytes).ok());
+  std::vector<uint8_t> back(bytes - 1000);
+  ASSERT_TRUE(buffers().Download(a, back.data(), 1000, back.size()).ok());
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), data.begin() + 1000));
+  buffers().Release(a);
+  BufferId b = buffers().Declare(bytes - 5, "large again");
+  ASSERT_TRUE(buffers().Upload(b, data.data() + 5, 0, bytes - 5).ok());
+  EXPECT_EQ(C("DeviceAllocCount"), 1);  // the pooled buffer was reused
+  std::vector<uint8_t> again(bytes - 5);
+  ASSERT_TRUE(buffers().Download(b, again.data(), 0, again.size()).ok());
+  EXPECT_TRUE(std::equal(again.begin(), again.end(), data.begin() + 5));
+  buffers().Release(b);
+}
+
+// Every 0-byte buffer binds the same 1-element cl_mem, which is not counted.
+TEST_F(OpenClMemoryTest, ZeroByteBuffersShareOneMemObject) {
+  BufferId a = buffers().Declare(0, "a");
+  BufferId b = buffers().Declare(0, "b");
+  ASSERT_TRUE(buffers().PrepareWrite(a).ok());
+  ASSERT_TRUE(buffers().PrepareWrite(b).ok());
+  EXPECT_EQ(OpenClMemory::Mem(buffers().Handle(a)), OpenClMemory::Mem(buffers().Handle(b)));
+  EXPECT_EQ(C("DeviceAllocCount"), 0);
+  buffers().Release(a);
+  buffers().Release(b);
+}
+
+TEST(OpenClMemoryLimitTest, TrimsPoolThenFailsCleanly) {
+  std::unique_ptr<Device> device =
+      test::OpenDeviceWithTempCache({{"LAZYCL_DEVICE_MEMORY_LIMIT", "1MiB"}});
+  ASSERT_NE(device, nullptr);
+  BufferManager& buffers = device->buffers();
+  lazycl::metrics::reset();
+  const int64_t base = C("DeviceLiveBytes");
+  std::vector<char> data(768 << 10, 5);
+
+  BufferId a = buffers.Declare(512 << 10, "a");
+  ASSERT_TRUE(buffers.Upload(a, data.data(), 0, 512 << 10).ok());
+  buffers.Release(a);  // 512 KiB now pooled
+  EXPECT_EQ(C("DevicePoolBytes"), 512 << 10);
+
+  // 768 KiB fits only once the pool is trimmed.
+  BufferId b = buffers.Declare(768 << 10, "b");
+  ASSERT_TRUE(buffers.Upload(b, data.data(), 0, 768 << 10).ok());
+  EXPECT_EQ(C("DevicePoolBytes"), 0);
+  EXPECT_EQ(C("DeviceAllocCount"), 2);
+
+  // 512 KiB more cannot fit beside the live 768 KiB.
+  BufferId c = buffers.Declare(512 << 10, "c");
+  absl::Status s = buffers.PrepareWrite(c);
+  ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  const std::string message(s.message());
+  EXPECT_NE(message.find("requested 524288 bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("live 786432 bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("peak 786432 bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("1048576"), std::string::npos) << message;
+  EXPECT_FALSE(buffers.IsAllocated(c));
+  EXPECT_FALSE(buffers.IsWritten(c));
+  EXPECT_EQ(C("DeviceLiveBytes"), base + (768 << 10));
+
+  // The manager stays usable: data in b is intact, and c fits once b is gone.
+  std::vector<char> out(768 << 10);
+  ASSERT_TRUE(buffers.Download(b, out.data(), 0, out.size()).ok());
+  EXPECT_EQ(out, data);
+  buffers.Release(b);
+  ASSERT_TRUE(buffers.PrepareWrite(c).ok());
+  buffers.Release(c);
+}
+
+TEST(PoolBinsTest, BinsAreEightStepsPerPowerOfTwo) {
+  EXPECT_EQ(PoolBinBytes(0), 0u);
+  EXPECT_EQ(PoolBinBytes(1), 256u);
+  EXPECT_EQ(PoolBinBytes(256), 256u);
+  EXPECT_EQ(PoolBinBytes(257), 288u);
+  EXPECT_EQ(PoolBinBytes(4096), 4096u);
+  EXPECT_EQ(PoolBinBytes(4097), 4608u);
+  EXPECT_EQ(PoolBinBytes(768 << 10), size_t{768} << 10);
+  for (size_t n = 1; n < 100000; n += 37) {
+    EXPECT_GE(PoolBinBytes(n), n);
+    EXPECT_LE(PoolBinBytes(n), std::max<size_t>(256, n + n / 8));
+  }
+}
+
+}  // namespace
+}  // namespace lazycl::backend
