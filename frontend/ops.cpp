@@ -94,17 +94,6 @@ absl::StatusOr<NodePtr> NegNode(NodePtr x) {
   return ir::MakeBinary(Op::kMul, std::move(x), std::move(minus_one));
 }
 
-// relu(x) = where(x > 0, x, 0): relu(NaN) = 0, relu(-0) = +0, and the gradient at 0 is 0.
-absl::StatusOr<NodePtr> ReluNode(NodePtr x) {
-  if (x->dtype == DType::boolean) {
-    return base::InvalidArgument(
-        "Relu", "not defined for bool tensors; cast to an integer or float dtype first");
-  }
-  NodePtr zero = ir::MakeConstant(0, x->dtype, x->shape);
-  NodePtr positive = ValueOrThrow(ir::MakeBinary(Op::kGt, x, zero));
-  return ir::MakeWhere(std::move(positive), std::move(x), std::move(zero));
-}
-
 // The shared path of binary and comparison ops: common device, dtype and shape. With
 // `negate_b`, b is negated after promotion and broadcasting (sub = a + neg(b): IEEE a - b is
 // a + (-b), and integers wrap alike).
@@ -181,7 +170,7 @@ Tensor log(const Tensor& x) { return Unary(Op::kLog, x, "log", true); }
 Tensor sqrt(const Tensor& x) { return Unary(Op::kSqrt, x, "sqrt", true); }
 Tensor tanh(const Tensor& x) { return Unary(Op::kTanh, x, "tanh", true); }
 Tensor sigmoid(const Tensor& x) { return Unary(Op::kSigmoid, x, "sigmoid", true); }
-Tensor relu(const Tensor& x) { return View(x, "relu", ReluNode); }
+Tensor relu(const Tensor& x) { return Unary(Op::kRelu, x, "relu", false); }
 Tensor abs(const Tensor& x) { return Unary(Op::kAbs, x, "abs", false); }
 Tensor sin(const Tensor& x) { return Unary(Op::kSin, x, "sin", true); }
 Tensor cos(const Tensor& x) { return Unary(Op::kCos, x, "cos", true); }

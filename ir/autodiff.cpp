@@ -76,6 +76,11 @@ constexpr VjpRow kVjpRows[] = {
        NodePtr y = v(nullptr);
        return Mul(g, Mul(y, Add(Const(1, y), Neg(y))));
      }},
+    {Op::kRelu,  // 0 at x == 0, as in PyTorch
+     [](const Node& n, size_t, const NodePtr& g, Value v) {
+       const NodePtr& x = n.operands[0];
+       return Where(Bin(Op::kGt, v(x), Zero(x)), g, Zero(g));
+     }},
     {Op::kAbs,  // sign(x) g, 0 at x == 0
      [](const Node& n, size_t, const NodePtr& g, Value v) {
        const NodePtr& x = n.operands[0];

@@ -56,6 +56,7 @@ constexpr DTypeRule kDTypeRules[] = {
     {Op::kSqrt, Takes::kFloating, Gives::kOperand},
     {Op::kTanh, Takes::kFloating, Gives::kOperand},
     {Op::kSigmoid, Takes::kFloating, Gives::kOperand},
+    {Op::kRelu, Takes::kNumeric, Gives::kOperand},
     {Op::kAbs, Takes::kNumeric, Gives::kOperand},
     {Op::kSin, Takes::kFloating, Gives::kOperand},
     {Op::kCos, Takes::kFloating, Gives::kOperand},

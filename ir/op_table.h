@@ -8,12 +8,15 @@
 // kOpCount rows: ir.cpp's dtype rules, kernels/ OpenCL C expressions, runtime/host_eval.cpp's
 // host functions, autodiff.cpp's VJPs. Adding an elementwise op is a line here and a row in each.
 //
-// Composites first: neg (x * -1), sub (a + neg(b)) and relu (where(x > 0, x, 0)) are written in
-// frontend/ops.cpp from these ops and have no op of their own. Primitives for a measured reason:
-// Exp, Log and Tanh run our own CPU maths (lc_exp, lc_log, lc_tanh in kernels/); Sigmoid because
-// its composite 1 / (1 + exp(-x)) differentiates through exp(-x), which overflows below
-// x = -88.7, so the chain rule gives 0 * inf = NaN there where Sigmoid's own rule g y (1 - y)
-// gives 0 (tests/op_tables_test.cpp measures both).
+// Composites first: neg (x * -1) and sub (a + neg(b)) are written in frontend/ops.cpp from these
+// ops and have no op of their own. Primitives for a measured reason: Exp, Log and Tanh run our
+// own CPU maths (lc_exp, lc_log, lc_tanh in kernels/). Sigmoid: its composite 1 / (1 + exp(-x))
+// differentiates through exp(-x), which overflows below x = -88.7, so the chain rule gives
+// 0 * inf = NaN there where Sigmoid's own rule g y (1 - y) gives 0 (tests/op_tables_test.cpp
+// measures both). Relu: its composite where(x > 0, x, 0) reads x twice, and a node's pending
+// count (ir.h: counted through every path) doubles with each relu of a chain, so ten relus pass
+// the executor's kMaxPendingNodes and the graph is cut while it is built (laziness_test's
+// fifty-op chain ran a kernel before its sync).
 #define LAZYCL_OPS(X)   \
   X(Buffer, 0, Leaf)    \
   X(Constant, 0, Leaf)  \
@@ -23,6 +26,7 @@
   X(Sqrt, 1, Unary)     \
   X(Tanh, 1, Unary)     \
   X(Sigmoid, 1, Unary)  \
+  X(Relu, 1, Unary)     \
   X(Abs, 1, Unary)      \
   X(Sin, 1, Unary)      \
   X(Cos, 1, Unary)      \

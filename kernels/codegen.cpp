@@ -514,6 +514,7 @@ class Emitter {
       // Only what VectorFriendly admits reaches here; the rest is shared with scalar code.
       if (n.op == Op::kConstant)
         return Assign(t, absl::StrCat("(float16)(", Literal(n.value, t), ")"));
+      if (n.op == Op::kRelu) return Assign(t, absl::StrCat("fmax(", operand(0), ", 0.0f)"));
       if (n.op == Op::kDiv && n.operands[1]->op == Op::kExpand) {
         // Division by a per-row value (softmax's sum): one reciprocal per row and a multiply
         // per element; a vector divide costs ~10x a multiply. Within 1 ulp of the division.
@@ -553,6 +554,10 @@ class Emitter {
         return Assign(t, absl::StrCat("tanh(", operand(0), ")"));
       case Op::kSigmoid:
         return Assign(t, absl::StrCat("1.0f / (1.0f + ", Exp(), "(-", operand(0), "))"));
+      case Op::kRelu: {
+        std::string x = operand(0);
+        return Assign(t, absl::StrCat(x, " > ", Zero(t), " ? ", x, " : ", Zero(t)));
+      }
       case Op::kAbs: {
         std::string x = operand(0);
         if (t == DType::f32) return Assign(t, absl::StrCat("fabs(", x, ")"));
@@ -757,6 +762,7 @@ bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
     case Op::kExp:
     case Op::kSqrt:
     case Op::kAbs:
+    case Op::kRelu:
     case Op::kSigmoid:
     case Op::kReshape:
       for (const ir::NodePtr& o : n.operands) {

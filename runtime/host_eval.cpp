@@ -424,6 +424,7 @@ constexpr HostRow kHostRows[] = {
     {Op::kSqrt, Scalar([](Float auto x) { return std::sqrt(x); })},
     {Op::kTanh, Scalar([](Float auto x) { return std::tanh(x); })},
     {Op::kSigmoid, Scalar([](Float auto x) { return 1.0f / (1.0f + std::exp(-x)); })},
+    {Op::kRelu, Scalar([]<Number T>(T x) { return x > 0 ? x : T{0}; })},
     {Op::kAbs, Scalar([]<Number T>(T x) -> T {
        if constexpr (Float<T>) return std::fabs(x);
        return x < 0 ? Wrapping(std::minus<>(), T{0}, x) : x;

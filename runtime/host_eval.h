@@ -17,9 +17,10 @@
 // dtype as by Cast from a double (so an out-of-range i32 constant saturates), broadcast. Iota:
 // element i is i, converted as by Cast from i64.
 //
-// Unary (result dtype = operand dtype). Abs: integers wrap (Abs(INT_MIN) = INT_MIN). Exp, Log,
-// Sqrt, Tanh, Sin, Cos: the <cmath> float overloads. Sigmoid = 1 / (1 + exp(-x)) in float.
-// Not = !x. (neg, sub and relu are composites of these ops: frontend/ops.cpp.)
+// Unary (result dtype = operand dtype). Abs; Relu = x > 0 ? x : 0 (so Relu(NaN) = 0 and
+// Relu(-0) = +0). Integer Abs wraps (Abs(INT_MIN) = INT_MIN). Exp, Log, Sqrt, Tanh, Sin, Cos: the
+// <cmath> float overloads. Sigmoid = 1 / (1 + exp(-x)) in float. Not = !x. (neg and sub are
+// composites of these ops: frontend/ops.cpp.)
 //
 // Cast. To bool: x != 0 (NaN -> true). Float -> i32/i64: truncate toward zero, saturating at the
 // type's min and max, NaN -> 0 (OpenCL convert_<int>_sat). Int/bool -> f32: ordinary rounding

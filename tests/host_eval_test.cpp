@@ -171,7 +171,15 @@ TEST(HostEvalTest, FloatUnaryOps) {
   EXPECT_TRUE(std::isnan(Unary(Op::kSqrt, {-1})[0]));
 }
 
-// neg, sub and relu are composites (frontend/ops.cpp); tests/op_tables_test.cpp checks them.
+TEST(HostEvalTest, ReluClampsNegativesAndNaNToZero) {
+  std::vector<float> relu = Unary(Op::kRelu, {-1, 0, 2.5f, kNaN, -0.0f});
+  EXPECT_EQ(relu, (std::vector<float>{0, 0, 2.5f, 0, 0}));
+  EXPECT_FALSE(std::signbit(relu[4]));
+  EXPECT_EQ(Eval<int32_t>(Ok(MakeUnary(Op::kRelu, Host<int32_t>({-3, 0, 5}, {3})))),
+            (std::vector<int32_t>{0, 0, 5}));
+}
+
+// neg and sub are composites (frontend/ops.cpp); tests/op_tables_test.cpp checks them.
 TEST(HostEvalTest, IntegerAbsWrapsAtMinimum) {
   EXPECT_EQ(Eval<int32_t>(Ok(MakeUnary(Op::kAbs, Host<int32_t>({-5, kI32Min, 7}, {3})))),
             (std::vector<int32_t>{5, kI32Min, 7}));

@@ -2,9 +2,9 @@
 // beside the tables make a missing row a compile error; here the host row of every elementwise
 // op is checked, on random and edge-case inputs of every dtype the IR's dtype rules admit,
 // against a plain C++ formula written below (a rule admitting a dtype the formula does not
-// cover, or the reverse, fails too). Then the composites (neg, sub, relu: no IR op of their own)
-// keep the semantics their ops had, on the host and on the device, and the measured reason that
-// keeps Sigmoid a primitive.
+// cover, or the reverse, fails too). Then the composites (neg, sub: no IR op of their own) keep
+// the semantics their ops had, on the host and on the device, and the measured reasons that keep
+// Sigmoid and Relu primitives.
 
 #include <algorithm>
 #include <cmath>
@@ -109,6 +109,8 @@ std::optional<T> UnaryFormula(Op op, T x) {
         return std::tanh(x);
       case Op::kSigmoid:
         return 1.0f / (1.0f + std::exp(-x));
+      case Op::kRelu:
+        return x > 0 ? x : 0.0f;
       case Op::kAbs:
         return std::fabs(x);
       case Op::kSin:
@@ -123,6 +125,7 @@ std::optional<T> UnaryFormula(Op op, T x) {
     return std::nullopt;
   } else {
     if (op == Op::kAbs) return x < 0 ? Wrap<T>(0 - static_cast<uint64_t>(x)) : x;
+    if (op == Op::kRelu) return x > 0 ? x : T{0};
     return std::nullopt;
   }
 }
@@ -274,13 +277,13 @@ TEST(OpTablesTest, EveryElementwiseOpOnTheHostMatchesItsFormula) {
   EXPECT_GE(elementwise, 20);
 }
 
-// neg, sub and relu have no IR op: they are built from Mul, Add, Gt and Where.
+// neg and sub have no IR op: they are built from Mul and Add.
 TEST(OpTablesTest, CompositesHaveNoOpOfTheirOwn) {
   const Device cl = test::DefaultCl();
   Tensor x = tensor(std::vector<float>{1, -2}, {2}, cl);
   EXPECT_EQ(neg(x).impl()->node->op, Op::kMul);
   EXPECT_EQ((x - x).impl()->node->op, Op::kAdd);
-  EXPECT_EQ(relu(x).impl()->node->op, Op::kWhere);
+  EXPECT_EQ(relu(x).impl()->node->op, Op::kRelu);
   EXPECT_EQ(sigmoid(x).impl()->node->op, Op::kSigmoid);
 }
 
@@ -356,7 +359,26 @@ TEST(OpTablesTest, SigmoidGradientIsZeroWhereTheCompositeGivesNaN) {
   }
 }
 
-// relu's gradient is 0 at 0 (README "Autograd"), as where(x > 0, x, 0) gives.
+// The measured reason Relu stays a primitive: its composite where(x > 0, x, 0) reads x twice, so
+// a node's pending count (counted through every path, ir.h) doubles with each relu of a chain:
+// 2^(n+1) - 2 after n, where the primitive's is n. Past kMaxPendingNodes (512) the executor cuts
+// the graph while it is built, so nine composite relus would already run a kernel.
+TEST(OpTablesTest, ReluReadsItsOperandOnce) {
+  const Device cl = test::DefaultCl();
+  Tensor x = tensor(std::vector<float>{1, -2, 0.5f}, {3}, cl);
+  Tensor zero = zeros({3}, DType::f32, cl);
+  Tensor primitive = x;
+  Tensor composite = x;
+  for (int i = 0; i < 8; ++i) {
+    primitive = relu(primitive);
+    composite = where(gt(composite, zero), composite, zero);
+  }
+  EXPECT_EQ(primitive.impl()->node->pending, 8);
+  EXPECT_EQ(composite.impl()->node->pending, 510);
+  EXPECT_EQ(composite.to_vector<float>(), primitive.to_vector<float>());
+}
+
+// relu's gradient is 0 at 0 (README "Autograd").
 TEST(OpTablesTest, ReluGradientIsZeroAtZero) {
   for (Device d : {Device::host(), test::DefaultCl()}) {
     Tensor x = tensor(std::vector<float>{-1, 0, 2}, {3}, d).requires_grad_();
