@@ -13,6 +13,7 @@
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_scope.h"
 #include "ir/ir.h"
+#include "ir/post_order.h"
 #include "lazycl/env.h"
 #include "lazycl/factories.h"
 
@@ -42,14 +43,8 @@ std::string SpecString(const std::vector<int64_t>& shape, DType dtype) {
 // The storages of every Buffer leaf that `roots` read.
 absl::flat_hash_set<const ir::Storage*> LeafStorages(const std::vector<const ir::Node*>& roots) {
   absl::flat_hash_set<const ir::Storage*> storages;
-  absl::flat_hash_set<const ir::Node*> seen;
-  std::vector<const ir::Node*> stack = roots;
-  while (!stack.empty()) {
-    const ir::Node* n = stack.back();
-    stack.pop_back();
-    if (!seen.insert(n).second) continue;
+  for (const ir::Node* n : ir::PostOrder(roots)) {
     if (n->op == ir::Op::kBuffer) storages.insert(n->storage.get());
-    for (const ir::NodePtr& o : n->operands) stack.push_back(o.get());
   }
   return storages;
 }

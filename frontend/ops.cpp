@@ -81,8 +81,24 @@ Tensor Scalar(double value, const Tensor& like) {
   return Wrap(ir::MakeConstant(value, dtype, {}), like.device());
 }
 
-// The shared path of binary and comparison ops: common device, dtype and shape.
-Tensor Binary(Op op, const Tensor& a, const Tensor& b, absl::string_view name) {
+// Composites (ir/op_table.h): ops written with others, having no IR op of their own; their
+// gradients come from the ops they are made of.
+
+// -x as x * -1: keeps -0.0 for +0.0 (0 - x would not); integers wrap (-INT_MIN == INT_MIN).
+absl::StatusOr<NodePtr> NegNode(NodePtr x) {
+  if (x->dtype == DType::boolean) {
+    return base::InvalidArgument(
+        "Neg", "not defined for bool tensors; cast to an integer or float dtype first");
+  }
+  NodePtr minus_one = ir::MakeConstant(-1, x->dtype, x->shape);
+  return ir::MakeBinary(Op::kMul, std::move(x), std::move(minus_one));
+}
+
+// The shared path of binary and comparison ops: common device, dtype and shape. With
+// `negate_b`, b is negated after promotion and broadcasting (sub = a + neg(b): IEEE a - b is
+// a + (-b), and integers wrap alike).
+Tensor Binary(Op op, const Tensor& a, const Tensor& b, absl::string_view name,
+              bool negate_b = false) {
   const Device device = frontend::OpDevice({&a, &b}, name);
   const NodePtr a0 = NodeOn(a, device, name, 0);
   const NodePtr b0 = NodeOn(b, device, name, 1);
@@ -94,6 +110,7 @@ Tensor Binary(Op op, const Tensor& a, const Tensor& b, absl::string_view name) {
   const Shape shape = BroadcastShapes({&x->shape, &y->shape}, name);
   x = BroadcastNode(CastNode(std::move(x), dtype), shape);
   y = BroadcastNode(CastNode(std::move(y), dtype), shape);
+  if (negate_b) y = ValueOrThrow(NegNode(std::move(y)));
   return Wrap(ir::MakeBinary(op, std::move(x), std::move(y)), device, {{&a, a0}, {&b, b0}});
 }
 
@@ -138,7 +155,7 @@ Tensor Reduce(Op op, const Tensor& x, std::vector<int64_t> dims, bool keepdim,
   return Wrap(std::move(r), device, {{&x, x0}});
 }
 
-// A view of x on its own device.
+// An op of x alone on x's device (views, casts, unary composites): `make` builds its IR.
 Tensor View(const Tensor& x, absl::string_view name, const auto& make) {
   const Device device = frontend::OpDevice({&x}, name);
   const NodePtr x0 = NodeOn(x, device, name, 0);
@@ -147,7 +164,7 @@ Tensor View(const Tensor& x, absl::string_view name, const auto& make) {
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return Unary(Op::kNeg, x, "neg", false); }
+Tensor neg(const Tensor& x) { return View(x, "neg", NegNode); }
 Tensor exp(const Tensor& x) { return Unary(Op::kExp, x, "exp", true); }
 Tensor log(const Tensor& x) { return Unary(Op::kLog, x, "log", true); }
 Tensor sqrt(const Tensor& x) { return Unary(Op::kSqrt, x, "sqrt", true); }
@@ -163,7 +180,9 @@ Tensor cast(const Tensor& x, DType dtype) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) { return Binary(Op::kAdd, a, b, "add"); }
-Tensor sub(const Tensor& a, const Tensor& b) { return Binary(Op::kSub, a, b, "sub"); }
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return Binary(Op::kAdd, a, b, "sub", /*negate_b=*/true);
+}
 Tensor mul(const Tensor& a, const Tensor& b) { return Binary(Op::kMul, a, b, "mul"); }
 Tensor div(const Tensor& a, const Tensor& b) { return Binary(Op::kDiv, a, b, "div"); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return Binary(Op::kMaximum, a, b, "maximum"); }

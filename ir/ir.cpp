@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
+#include "ir/post_order.h"
 
 namespace lazycl::ir {
 namespace {
@@ -31,6 +33,95 @@ const OpCategory kOpCategory[] = {
     LAZYCL_OPS(LAZYCL_OP_CATEGORY)
 #undef LAZYCL_OP_CATEGORY
 };
+
+// The dtype rule of each op: which dtypes it takes (its operand's; the values' for Where) and
+// the dtype it gives. The builders check these and the shapes.
+enum class Takes { kAny, kNumeric, kFloating, kBool, kF32OrI64 };
+enum class Gives { kOperand, kBool };
+struct DTypeRule {
+  Op op;
+  Takes takes;
+  Gives gives;
+  const char* name = nullptr;  // the op's name in messages, where not OpName(op)
+  bool identity = true;        // a reduction: whether it has one (reduces empty dims)
+};
+
+// Leaves, Cast and Matmul set or check their dtypes in their builders (kAny here).
+constexpr DTypeRule kDTypeRules[] = {
+    {Op::kBuffer, Takes::kAny, Gives::kOperand},
+    {Op::kConstant, Takes::kAny, Gives::kOperand},
+    {Op::kIota, Takes::kAny, Gives::kOperand},
+    {Op::kExp, Takes::kFloating, Gives::kOperand},
+    {Op::kLog, Takes::kFloating, Gives::kOperand},
+    {Op::kSqrt, Takes::kFloating, Gives::kOperand},
+    {Op::kTanh, Takes::kFloating, Gives::kOperand},
+    {Op::kSigmoid, Takes::kFloating, Gives::kOperand},
+    {Op::kRelu, Takes::kNumeric, Gives::kOperand},
+    {Op::kAbs, Takes::kNumeric, Gives::kOperand},
+    {Op::kSin, Takes::kFloating, Gives::kOperand},
+    {Op::kCos, Takes::kFloating, Gives::kOperand},
+    {Op::kNot, Takes::kBool, Gives::kOperand, "logical_not"},
+    {Op::kCast, Takes::kAny, Gives::kOperand},
+    {Op::kAdd, Takes::kNumeric, Gives::kOperand},
+    {Op::kMul, Takes::kNumeric, Gives::kOperand},
+    {Op::kDiv, Takes::kFloating, Gives::kOperand},
+    {Op::kMaximum, Takes::kNumeric, Gives::kOperand},
+    {Op::kMinimum, Takes::kNumeric, Gives::kOperand},
+    {Op::kPow, Takes::kFloating, Gives::kOperand},
+    {Op::kLt, Takes::kAny, Gives::kBool},
+    {Op::kLe, Takes::kAny, Gives::kBool},
+    {Op::kGt, Takes::kAny, Gives::kBool},
+    {Op::kGe, Takes::kAny, Gives::kBool},
+    {Op::kEq, Takes::kAny, Gives::kBool},
+    {Op::kNe, Takes::kAny, Gives::kBool},
+    {Op::kWhere, Takes::kAny, Gives::kOperand},
+    {Op::kReshape, Takes::kAny, Gives::kOperand},
+    {Op::kPermute, Takes::kAny, Gives::kOperand},
+    {Op::kExpand, Takes::kAny, Gives::kOperand},
+    {Op::kSlice, Takes::kAny, Gives::kOperand},
+    {Op::kPad, Takes::kAny, Gives::kOperand},
+    {Op::kSum, Takes::kF32OrI64, Gives::kOperand, "sum"},
+    {Op::kMax, Takes::kAny, Gives::kOperand, "max", /*identity=*/false},
+    {Op::kMatmul, Takes::kAny, Gives::kOperand},
+};
+static_assert(std::size(kDTypeRules) == kOpCount, "one dtype rule per op");
+static_assert(IsOpTable(kDTypeRules), "dtype rules in LAZYCL_OPS order");
+
+const DTypeRule& RuleOf(Op op) { return kDTypeRules[static_cast<int>(op)]; }
+
+// OK when `op` takes `dtype`, else InvalidArgument naming the op.
+absl::Status CheckTakes(Op op, DType dtype) {
+  const DTypeRule& rule = RuleOf(op);
+  const char* name = rule.name != nullptr ? rule.name : OpName(op);
+  const bool unary = OpArity(op) == 1;
+  switch (rule.takes) {
+    case Takes::kAny:
+      return absl::OkStatus();
+    case Takes::kNumeric:
+      if (dtype != DType::boolean) return absl::OkStatus();
+      return base::InvalidArgument(
+          name, unary ? "not defined for bool tensors; cast to an integer or float dtype first"
+                      : "arithmetic is not defined on bool tensors");
+    case Takes::kFloating:
+      if (is_floating(dtype)) return absl::OkStatus();
+      return base::InvalidArgument(name, absl::StrCat(unary ? "expected a floating tensor, got "
+                                                            : "expected floating operands, got ",
+                                                      dtype_name(dtype)));
+    case Takes::kBool:
+      if (dtype == DType::boolean) return absl::OkStatus();
+      return base::InvalidArgument(name,
+                                   absl::StrCat("expected a bool tensor, got ", dtype_name(dtype)));
+    case Takes::kF32OrI64:
+      if (dtype == DType::f32 || dtype == DType::i64) return absl::OkStatus();
+      return base::InvalidArgument(name,
+                                   absl::StrCat(name, " accumulates in f32 or i64; cast first"));
+  }
+  return absl::OkStatus();
+}
+
+DType Result(Op op, DType operand) {
+  return RuleOf(op).gives == Gives::kBool ? DType::boolean : operand;
+}
 
 // Fills in the hash and the pending count of a node whose other fields are set. The hash
 // covers op, dtype, shape, args, the Constant value and the operands' hashes; the Constant
@@ -132,30 +223,10 @@ absl::StatusOr<NodePtr> MakeUnary(Op op, NodePtr x) {
   if (Category(op) != OpCategory::Unary || op == Op::kCast) {
     return base::InvalidArgument(OpName(op), "not a unary op");
   }
-  switch (op) {
-    case Op::kNot:
-      if (x->dtype != DType::boolean) {
-        return base::InvalidArgument(
-            "logical_not", absl::StrCat("expected a bool tensor, got ", dtype_name(x->dtype)));
-      }
-      break;
-    case Op::kNeg:
-    case Op::kAbs:
-    case Op::kRelu:
-      if (x->dtype == DType::boolean) {
-        return base::InvalidArgument(
-            OpName(op), "not defined for bool tensors; cast to an integer or float dtype first");
-      }
-      break;
-    default:
-      if (!is_floating(x->dtype)) {
-        return base::InvalidArgument(
-            OpName(op), absl::StrCat("expected a floating tensor, got ", dtype_name(x->dtype)));
-      }
-  }
+  if (absl::Status s = CheckTakes(op, x->dtype); !s.ok()) return s;
   Node n;
   n.op = op;
-  n.dtype = x->dtype;
+  n.dtype = Result(op, x->dtype);
   n.shape = x->shape;
   n.operands = {std::move(x)};
   return Finish(std::move(n));
@@ -185,16 +256,10 @@ absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b) {
         OpName(op), absl::StrCat("operand dtypes differ: ", dtype_name(a->dtype), " and ",
                                  dtype_name(b->dtype)));
   }
-  if ((op == Op::kDiv || op == Op::kPow) && !is_floating(a->dtype)) {
-    return base::InvalidArgument(
-        OpName(op), absl::StrCat("expected floating operands, got ", dtype_name(a->dtype)));
-  }
-  if (c == OpCategory::Binary && a->dtype == DType::boolean) {
-    return base::InvalidArgument(OpName(op), "arithmetic is not defined on bool tensors");
-  }
+  if (absl::Status s = CheckTakes(op, a->dtype); !s.ok()) return s;
   Node n;
   n.op = op;
-  n.dtype = c == OpCategory::Compare ? DType::boolean : a->dtype;
+  n.dtype = Result(op, a->dtype);
   n.shape = a->shape;
   n.operands = {std::move(a), std::move(b)};
   return Finish(std::move(n));
@@ -332,15 +397,14 @@ absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes) 
                                    ") are not sorted unique dims of ", ShapeString(x->shape)));
     }
   }
-  if (op == Op::kSum && (x->dtype == DType::boolean || x->dtype == DType::i32)) {
-    return base::InvalidArgument("sum", "sum accumulates in f32 or i64; cast first");
-  }
-  if (op == Op::kMax) {
+  if (absl::Status s = CheckTakes(op, x->dtype); !s.ok()) return s;
+  if (!RuleOf(op).identity) {
     for (int64_t a : axes) {
       if (x->shape[a] == 0) {
+        const char* name = RuleOf(op).name;
         return base::InvalidArgument(
-            "max", absl::StrCat("cannot reduce an empty dim ", a, " of ", ShapeString(x->shape),
-                                ": max has no identity"));
+            name, absl::StrCat("cannot reduce an empty dim ", a, " of ", ShapeString(x->shape),
+                               ": ", name, " has no identity"));
       }
     }
   }
@@ -389,40 +453,35 @@ absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
 
 std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
                                 const absl::flat_hash_map<const Node*, NodePtr>& replace) {
+  // The new node of each node walked; null where it is unchanged (the node itself is kept,
+  // reached through its user's operand or the root).
   absl::flat_hash_map<const Node*, NodePtr> done(replace.begin(), replace.end());
-  // Iterative post-order, so that deep graphs do not exhaust the stack.
-  std::vector<std::pair<const NodePtr*, size_t>> stack;
-  for (const NodePtr& root : roots) {
-    if (done.contains(root.get())) continue;
-    stack.push_back({&root, 0});
-    while (!stack.empty()) {
-      auto& [node, next] = stack.back();
-      const Node& n = **node;
-      if (next < n.operands.size()) {
-        const NodePtr& operand = n.operands[next++];
-        if (!done.contains(operand.get())) stack.push_back({&operand, 0});
-        continue;
-      }
-      bool changed = false;
-      std::vector<NodePtr> operands;
-      operands.reserve(n.operands.size());
-      for (const NodePtr& operand : n.operands) {
-        operands.push_back(done.at(operand.get()));
-        changed = changed || operands.back() != operand;
-      }
-      if (!changed) {
-        done[&n] = *node;
-      } else {
-        Node copy = n;
-        copy.operands = std::move(operands);
-        done[&n] = Finish(std::move(copy));
-      }
-      stack.pop_back();
+  auto now = [&](const NodePtr& n) {
+    const NodePtr& d = done.at(n.get());
+    return d ? d : n;
+  };
+  const std::vector<const Node*> order =
+      PostOrder(roots, [&](const Node& n) { return replace.contains(&n); });
+  for (const Node* n : order) {
+    if (replace.contains(n)) continue;
+    bool changed = false;
+    std::vector<NodePtr> operands;
+    operands.reserve(n->operands.size());
+    for (const NodePtr& operand : n->operands) {
+      operands.push_back(now(operand));
+      changed = changed || operands.back() != operand;
+    }
+    if (!changed) {
+      done[n] = nullptr;
+    } else {
+      Node copy = *n;
+      copy.operands = std::move(operands);
+      done[n] = Finish(std::move(copy));
     }
   }
   std::vector<NodePtr> out;
   out.reserve(roots.size());
-  for (const NodePtr& root : roots) out.push_back(done.at(root.get()));
+  for (const NodePtr& root : roots) out.push_back(now(root));
   return out;
 }
 

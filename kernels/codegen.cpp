@@ -536,9 +536,6 @@ class Emitter {
         return Literal(n.value, t);
       case Op::kIota:
         return Assign(t, absl::StrCat("(", CType(t), ")(", Linear(idx, n), ")"));
-      case Op::kNeg:
-        if (IsInt(t)) return Assign(t, Wrapping(Zero(t), "-", operand(0), t));
-        return Assign(t, absl::StrCat("-", operand(0)));
       case Op::kExp:
         return Assign(t, absl::StrCat(Exp(), "(", operand(0), ")"));
       case Op::kLog:
@@ -578,9 +575,6 @@ class Emitter {
       case Op::kAdd:
         if (IsInt(t)) return Assign(t, Wrapping(operand(0), "+", operand(1), t));
         return Assign(t, absl::StrCat(operand(0), " + ", operand(1)));
-      case Op::kSub:
-        if (IsInt(t)) return Assign(t, Wrapping(operand(0), "-", operand(1), t));
-        return Assign(t, absl::StrCat(operand(0), " - ", operand(1)));
       case Op::kMul:
         if (IsInt(t)) return Assign(t, Wrapping(operand(0), "*", operand(1), t));
         return Assign(t, absl::StrCat(operand(0), " * ", operand(1)));
@@ -761,12 +755,10 @@ bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
     case Op::kConstant:
       return true;
     case Op::kAdd:
-    case Op::kSub:
     case Op::kMul:
     case Op::kDiv:
     case Op::kMaximum:
     case Op::kMinimum:
-    case Op::kNeg:
     case Op::kExp:
     case Op::kSqrt:
     case Op::kAbs:

@@ -15,6 +15,7 @@
 #include "backend/device.h"
 #include "base/check.h"
 #include "base/metrics_registry.h"
+#include "ir/post_order.h"
 #include "kernels/lower.h"
 #include "runtime/devices.h"
 #include "runtime/graph_dump.h"
@@ -85,29 +86,7 @@ std::map<int, GraphCache>& GraphCaches() {
 // The operands-first order of every node reachable from `outputs` without passing a Buffer leaf
 // (Buffer leaves are included, their storage is not followed).
 std::vector<const Node*> TopologicalOrder(const std::vector<const Node*>& outputs) {
-  std::vector<const Node*> order;
-  absl::flat_hash_map<const Node*, bool> done;  // false: on the stack, true: emitted
-  std::vector<std::pair<const Node*, size_t>> stack;
-  for (const Node* out : outputs) {
-    if (done.contains(out)) continue;
-    stack.push_back({out, 0});
-    done[out] = false;
-    while (!stack.empty()) {
-      auto& [n, next] = stack.back();
-      if (next < n->operands.size()) {
-        const Node* o = n->operands[next++].get();
-        if (!done.contains(o)) {
-          done[o] = false;
-          stack.push_back({o, 0});
-        }
-        continue;
-      }
-      done[n] = true;
-      order.push_back(n);
-      stack.pop_back();
-    }
-  }
-  return order;
+  return ir::PostOrder(outputs);
 }
 
 kernels::Target TargetOf(const backend::Device& device) {

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <iterator>
 #include <limits>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -16,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/host_memory.h"
 #include "base/check.h"
+#include "ir/post_order.h"
 
 namespace lazycl::runtime {
 namespace {
@@ -60,29 +65,27 @@ const std::vector<T>& As(const Array& a) {
   return *v;
 }
 
+// The element types an op takes, as constraints on its host function.
 template <typename T>
-constexpr bool kIsInt = std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+concept Float = std::same_as<T, float>;
+template <typename T>
+concept Int = std::same_as<T, int32_t> || std::same_as<T, int64_t>;
+template <typename T>
+concept Number = Float<T> || Int<T>;
+template <typename T>
+concept Boolean = std::same_as<T, Bool>;
+template <typename T>
+concept Element = Number<T> || Boolean<T>;
 
-// Integer arithmetic wraps (two's complement); done in the unsigned type to stay defined.
-template <typename T>
-T WrapNeg(T x) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(U{0} - static_cast<U>(x));
-}
-template <typename T>
-T WrapAdd(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-}
-template <typename T>
-T WrapSub(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-}
-template <typename T>
-T WrapMul(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+// Integer arithmetic wraps (two's complement): done in the unsigned type to stay defined.
+template <typename T, typename Fn>
+T Wrapping(Fn fn, T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return fn(a, b);
+  } else {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(fn(static_cast<U>(a), static_cast<U>(b)));
+  }
 }
 
 // OpenCL convert_<int>_sat: truncate toward zero, saturate, NaN -> 0.
@@ -113,114 +116,6 @@ To Convert(From x) {
     // when narrowing.
     return static_cast<To>(static_cast<std::make_unsigned_t<To>>(x));
   }
-}
-
-template <typename T>
-T ApplyUnary(Op op, T x) {
-  if constexpr (std::is_same_v<T, float>) {
-    switch (op) {
-      case Op::kNeg:
-        return -x;
-      case Op::kAbs:
-        return std::fabs(x);
-      case Op::kRelu:
-        return x > 0 ? x : 0.0f;
-      case Op::kExp:
-        return std::exp(x);
-      case Op::kLog:
-        return std::log(x);
-      case Op::kSqrt:
-        return std::sqrt(x);
-      case Op::kTanh:
-        return std::tanh(x);
-      case Op::kSin:
-        return std::sin(x);
-      case Op::kCos:
-        return std::cos(x);
-      case Op::kSigmoid:
-        return 1.0f / (1.0f + std::exp(-x));
-      default:
-        break;
-    }
-  } else if constexpr (kIsInt<T>) {
-    switch (op) {
-      case Op::kNeg:
-        return WrapNeg(x);
-      case Op::kAbs:
-        return x < 0 ? WrapNeg(x) : x;
-      case Op::kRelu:
-        return x > 0 ? x : T{0};
-      default:
-        break;
-    }
-  } else {
-    if (op == Op::kNot) return x != 0 ? 0 : 1;
-  }
-  LAZYCL_CHECK(false, "%s is not defined on this dtype", ir::OpName(op));
-  return x;
-}
-
-template <typename T>
-T ApplyBinary(Op op, T a, T b) {
-  if constexpr (std::is_same_v<T, float>) {
-    switch (op) {
-      case Op::kAdd:
-        return a + b;
-      case Op::kSub:
-        return a - b;
-      case Op::kMul:
-        return a * b;
-      case Op::kDiv:
-        return a / b;
-      case Op::kMaximum:
-        return std::fmax(a, b);
-      case Op::kMinimum:
-        return std::fmin(a, b);
-      case Op::kPow:
-        return std::pow(a, b);
-      default:
-        break;
-    }
-  } else if constexpr (kIsInt<T>) {
-    switch (op) {
-      case Op::kAdd:
-        return WrapAdd(a, b);
-      case Op::kSub:
-        return WrapSub(a, b);
-      case Op::kMul:
-        return WrapMul(a, b);
-      case Op::kMaximum:
-        return std::max(a, b);
-      case Op::kMinimum:
-        return std::min(a, b);
-      default:
-        break;
-    }
-  }
-  LAZYCL_CHECK(false, "%s is not defined on this dtype", ir::OpName(op));
-  return a;
-}
-
-template <typename T>
-Bool ApplyCompare(Op op, T a, T b) {
-  switch (op) {
-    case Op::kLt:
-      return a < b;
-    case Op::kLe:
-      return a <= b;
-    case Op::kGt:
-      return a > b;
-    case Op::kGe:
-      return a >= b;
-    case Op::kEq:
-      return a == b;
-    case Op::kNe:
-      return a != b;
-    default:
-      break;
-  }
-  LAZYCL_CHECK(false, "%s is not a comparison", ir::OpName(op));
-  return 0;
 }
 
 // Row-major strides of `shape`, in elements.
@@ -304,8 +199,45 @@ struct AccumulatorOf<float> {
 template <typename T>
 using Accumulator = typename AccumulatorOf<T>::type;
 
-template <typename T>
-std::vector<T> EvalReduce(const Node& node, const std::vector<T>& in) {
+// The host reductions, one rule each: an accumulator type, the identity an output element starts
+// from, and the combiner that folds in each input element (row-major input order).
+struct SumRule {
+  template <typename T>
+  using Acc = Accumulator<T>;  // f32 sums in double and rounds once; integers wrap
+  template <typename T>
+  static Acc<T> Identity(int64_t /*reduced_size*/) {
+    return 0;
+  }
+  template <typename T>
+  static Acc<T> Combine(Acc<T> acc, T x) {
+    return acc + static_cast<Acc<T>>(x);
+  }
+};
+struct MaxRule {
+  template <typename T>
+  using Acc = T;
+  // fmax(NaN, x) == x, so a NaN identity makes the first element the running max and leaves NaN
+  // only where every element is NaN. Over nothing (the IR rejects it): -INFINITY or the minimum.
+  template <typename T>
+  static T Identity(int64_t reduced_size) {
+    if constexpr (Float<T>) {
+      return reduced_size == 0 ? -INFINITY : std::numeric_limits<T>::quiet_NaN();
+    } else {
+      return std::numeric_limits<T>::min();
+    }
+  }
+  template <typename T>
+  static T Combine(T acc, T x) {
+    if constexpr (Float<T>) {
+      return std::fmax(acc, x);
+    } else {
+      return std::max(acc, x);
+    }
+  }
+};
+
+template <typename Rule, typename T>
+std::vector<T> Reduce(const Node& node, const std::vector<T>& in) {
   const Shape& in_shape = node.operands[0]->shape;
   const int64_t out_size = ir::NumElements(node.shape);
   // The output keeps every axis, the reduced ones with size 1, so an input index reaches its
@@ -316,42 +248,17 @@ std::vector<T> EvalReduce(const Node& node, const std::vector<T>& in) {
     out_strides[axis] = 0;
     reduced_size *= in_shape[axis];
   }
-  auto out_index = [&](const std::vector<int64_t>& index) {
+  using Acc = typename Rule::template Acc<T>;
+  std::vector<Acc> acc(out_size, Rule::template Identity<T>(reduced_size));
+  int64_t i = 0;
+  ForEachIndex(in_shape, [&](const std::vector<int64_t>& index) {
     int64_t o = 0;
     for (size_t d = 0; d < index.size(); ++d) o += index[d] * out_strides[d];
-    return o;
-  };
-
+    acc[o] = Rule::template Combine<T>(acc[o], in[i++]);
+  });
   std::vector<T> out;
-  if (node.op == Op::kSum) {
-    std::vector<Accumulator<T>> acc(out_size, 0);
-    int64_t i = 0;
-    ForEachIndex(in_shape, [&](const std::vector<int64_t>& index) {
-      acc[out_index(index)] += static_cast<Accumulator<T>>(in[i++]);
-    });
-    out.reserve(out_size);
-    for (Accumulator<T> a : acc) out.push_back(static_cast<T>(a));
-    return out;
-  }
-  LAZYCL_CHECK(node.op == Op::kMax, "%s is not a reduction", ir::OpName(node.op));
-  if constexpr (std::is_floating_point_v<T>) {
-    // fmax(NaN, x) == x, so a NaN seed makes the first element the running max and leaves NaN
-    // only where every element is NaN.
-    const T seed = reduced_size == 0 ? -INFINITY : std::numeric_limits<T>::quiet_NaN();
-    out.assign(out_size, seed);
-    int64_t i = 0;
-    ForEachIndex(in_shape, [&](const std::vector<int64_t>& index) {
-      T& o = out[out_index(index)];
-      o = std::fmax(o, in[i++]);
-    });
-  } else {
-    out.assign(out_size, std::numeric_limits<T>::min());
-    int64_t i = 0;
-    ForEachIndex(in_shape, [&](const std::vector<int64_t>& index) {
-      T& o = out[out_index(index)];
-      o = std::max(o, in[i++]);
-    });
-  }
+  out.reserve(out_size);
+  for (Acc a : acc) out.push_back(static_cast<T>(a));
   return out;
 }
 
@@ -410,87 +317,152 @@ absl::StatusOr<Array> ReadBuffer(const Node& node) {
   return array;
 }
 
-// Evaluates one node whose operands are evaluated; `operands` parallels node.operands.
-absl::StatusOr<Array> EvalNode(const Node& node, const std::vector<const Array*>& operands) {
-  const int64_t n = ir::NumElements(node.shape);
-  switch (ir::Category(node.op)) {
-    case ir::OpCategory::Leaf:
-      if (node.op == Op::kBuffer) return ReadBuffer(node);
-      return WithType(node.dtype, [&](auto tag) -> Array {
-        using T = typename decltype(tag)::type;
-        std::vector<T> v(n);
-        for (int64_t i = 0; i < n; ++i) {
-          v[i] = node.op == Op::kConstant ? Convert<T>(node.value) : Convert<T>(i);
+// How the host evaluates a node whose operands are evaluated (`operands` parallels its
+// operands): one row per op, in LAZYCL_OPS order.
+using Operands = std::vector<const Array*>;
+using NodeEval = absl::StatusOr<Array> (*)(const Node& node, const Operands& operands);
+struct HostRow {
+  ir::Op op;
+  NodeEval eval;
+};
+
+// Applies `f` element by element. It takes (x), (a, b) or (cond, a, b) by the op's arity, with
+// a, b and x of one element type, and cond bool; its constraints say which element types it
+// takes (the IR's dtype rules in ir.cpp admit no other).
+template <typename F>
+absl::StatusOr<Array> Elementwise(const Node& node, const Operands& in) {
+  constexpr F f{};
+  return std::visit(
+      [&](const auto& last) -> Array {
+        using T = typename std::decay_t<decltype(last)>::value_type;
+        auto map = [&](const auto&... operands) {
+          using R = decltype(f(operands[0]...));
+          std::vector<R> out(last.size());
+          for (size_t i = 0; i < out.size(); ++i) out[i] = f(operands[i]...);
+          return out;
+        };
+        if constexpr (std::is_invocable_v<F, T>) {
+          if (in.size() == 1) return map(last);
         }
-        return v;
-      });
-    case ir::OpCategory::Unary:
-      return std::visit(
-          [&](const auto& x) -> Array {
-            using T = typename std::decay_t<decltype(x)>::value_type;
-            if (node.op == Op::kCast) {
-              return WithType(node.dtype, [&](auto tag) -> Array {
-                using To = typename decltype(tag)::type;
-                std::vector<To> out;
-                out.reserve(x.size());
-                for (T v : x) out.push_back(Convert<To>(v));
-                return out;
-              });
-            }
-            std::vector<T> out;
-            out.reserve(x.size());
-            for (T v : x) out.push_back(ApplyUnary(node.op, v));
-            return out;
-          },
-          *operands[0]);
-    case ir::OpCategory::Binary:
-    case ir::OpCategory::Compare:
-      return std::visit(
-          [&](const auto& a) -> Array {
-            using T = typename std::decay_t<decltype(a)>::value_type;
-            const std::vector<T>& b = As<T>(*operands[1]);
-            if (ir::Category(node.op) == ir::OpCategory::Compare) {
-              std::vector<Bool> out(a.size());
-              for (size_t i = 0; i < a.size(); ++i) out[i] = ApplyCompare(node.op, a[i], b[i]);
-              return out;
-            }
-            std::vector<T> out(a.size());
-            for (size_t i = 0; i < a.size(); ++i) out[i] = ApplyBinary(node.op, a[i], b[i]);
-            return out;
-          },
-          *operands[0]);
-    case ir::OpCategory::Ternary: {
-      const std::vector<Bool>& cond = As<Bool>(*operands[0]);
-      return std::visit(
-          [&](const auto& a) -> Array {
-            using T = typename std::decay_t<decltype(a)>::value_type;
-            const std::vector<T>& b = As<T>(*operands[2]);
-            std::vector<T> out(a.size());
-            for (size_t i = 0; i < a.size(); ++i) out[i] = cond[i] != 0 ? a[i] : b[i];
-            return out;
-          },
-          *operands[1]);
-    }
-    case ir::OpCategory::View:
-      return std::visit([&](const auto& x) -> Array { return EvalView(node, x); }, *operands[0]);
-    case ir::OpCategory::Reduce:
-      return std::visit([&](const auto& x) -> Array { return EvalReduce(node, x); }, *operands[0]);
-    case ir::OpCategory::Matmul:
-      return std::visit(
-          [&](const auto& a) -> Array {
-            using T = typename std::decay_t<decltype(a)>::value_type;
-            if constexpr (std::is_same_v<T, Bool>) {
-              LAZYCL_CHECK(false, "matmul on bool");
-              return a;
-            } else {
-              return EvalMatmul(node, a, As<T>(*operands[1]));
-            }
-          },
-          *operands[0]);
-  }
-  LAZYCL_CHECK(false, "unknown op category for %s", ir::OpName(node.op));
-  return Array{};
+        if constexpr (std::is_invocable_v<F, T, T>) {
+          if (in.size() == 2) return map(As<T>(*in[0]), last);
+        }
+        if constexpr (std::is_invocable_v<F, Bool, T, T>) {
+          if (in.size() == 3) return map(As<Bool>(*in[0]), As<T>(*in[1]), last);
+        }
+        LAZYCL_CHECK(false, "%s: no host function for these operands",
+                     ir::NodeString(node).c_str());
+        return last;
+      },
+      *in.back());
 }
+// The row of an elementwise op, from its scalar function.
+template <typename F>
+constexpr NodeEval Scalar(F) {
+  return &Elementwise<F>;
+}
+
+absl::StatusOr<Array> EvalBuffer(const Node& node, const Operands&) { return ReadBuffer(node); }
+
+absl::StatusOr<Array> EvalFill(const Node& node, const Operands&) {
+  const int64_t n = ir::NumElements(node.shape);
+  return WithType(node.dtype, [&](auto tag) -> Array {
+    using T = typename decltype(tag)::type;
+    std::vector<T> v(n);
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = node.op == Op::kConstant ? Convert<T>(node.value) : Convert<T>(i);
+    }
+    return v;
+  });
+}
+
+absl::StatusOr<Array> EvalCast(const Node& node, const Operands& in) {
+  return std::visit(
+      [&](const auto& x) -> Array {
+        using From = typename std::decay_t<decltype(x)>::value_type;
+        return WithType(node.dtype, [&](auto tag) -> Array {
+          using To = typename decltype(tag)::type;
+          std::vector<To> out;
+          out.reserve(x.size());
+          for (From v : x) out.push_back(Convert<To>(v));
+          return out;
+        });
+      },
+      *in[0]);
+}
+
+absl::StatusOr<Array> EvalViewNode(const Node& node, const Operands& in) {
+  return std::visit([&](const auto& x) -> Array { return EvalView(node, x); }, *in[0]);
+}
+
+template <typename Rule>
+absl::StatusOr<Array> EvalReduce(const Node& node, const Operands& in) {
+  return std::visit([&](const auto& x) -> Array { return Reduce<Rule>(node, x); }, *in[0]);
+}
+
+absl::StatusOr<Array> EvalMatmulNode(const Node& node, const Operands& in) {
+  return std::visit(
+      [&](const auto& a) -> Array {
+        using T = typename std::decay_t<decltype(a)>::value_type;
+        if constexpr (Boolean<T>) {
+          LAZYCL_CHECK(false, "matmul on bool");
+          return a;
+        } else {
+          return EvalMatmul(node, a, As<T>(*in[1]));
+        }
+      },
+      *in[0]);
+}
+
+// The host semantics of every op (host_eval.h states them in words).
+constexpr HostRow kHostRows[] = {
+    {Op::kBuffer, &EvalBuffer},
+    {Op::kConstant, &EvalFill},
+    {Op::kIota, &EvalFill},
+    {Op::kExp, Scalar([](Float auto x) { return std::exp(x); })},
+    {Op::kLog, Scalar([](Float auto x) { return std::log(x); })},
+    {Op::kSqrt, Scalar([](Float auto x) { return std::sqrt(x); })},
+    {Op::kTanh, Scalar([](Float auto x) { return std::tanh(x); })},
+    {Op::kSigmoid, Scalar([](Float auto x) { return 1.0f / (1.0f + std::exp(-x)); })},
+    {Op::kRelu, Scalar([]<Number T>(T x) { return x > 0 ? x : T{0}; })},
+    {Op::kAbs, Scalar([]<Number T>(T x) -> T {
+       if constexpr (Float<T>) return std::fabs(x);
+       return x < 0 ? Wrapping(std::minus<>(), T{0}, x) : x;
+     })},
+    {Op::kSin, Scalar([](Float auto x) { return std::sin(x); })},
+    {Op::kCos, Scalar([](Float auto x) { return std::cos(x); })},
+    {Op::kNot, Scalar([](Boolean auto x) -> Bool { return x != 0 ? 0 : 1; })},
+    {Op::kCast, &EvalCast},
+    {Op::kAdd, Scalar([]<Number T>(T a, T b) { return Wrapping(std::plus<>(), a, b); })},
+    {Op::kMul, Scalar([]<Number T>(T a, T b) { return Wrapping(std::multiplies<>(), a, b); })},
+    {Op::kDiv, Scalar([]<Float T>(T a, T b) { return a / b; })},
+    {Op::kMaximum, Scalar([]<Number T>(T a, T b) -> T {
+       if constexpr (Float<T>) return std::fmax(a, b);
+       return std::max(a, b);
+     })},
+    {Op::kMinimum, Scalar([]<Number T>(T a, T b) -> T {
+       if constexpr (Float<T>) return std::fmin(a, b);
+       return std::min(a, b);
+     })},
+    {Op::kPow, Scalar([]<Float T>(T a, T b) -> T { return std::pow(a, b); })},
+    {Op::kLt, Scalar([]<Element T>(T a, T b) -> Bool { return a < b; })},
+    {Op::kLe, Scalar([]<Element T>(T a, T b) -> Bool { return a <= b; })},
+    {Op::kGt, Scalar([]<Element T>(T a, T b) -> Bool { return a > b; })},
+    {Op::kGe, Scalar([]<Element T>(T a, T b) -> Bool { return a >= b; })},
+    {Op::kEq, Scalar([]<Element T>(T a, T b) -> Bool { return a == b; })},
+    {Op::kNe, Scalar([]<Element T>(T a, T b) -> Bool { return a != b; })},
+    {Op::kWhere, Scalar([]<Element T>(Bool cond, T a, T b) { return cond != 0 ? a : b; })},
+    {Op::kReshape, &EvalViewNode},
+    {Op::kPermute, &EvalViewNode},
+    {Op::kExpand, &EvalViewNode},
+    {Op::kSlice, &EvalViewNode},
+    {Op::kPad, &EvalViewNode},
+    {Op::kSum, &EvalReduce<SumRule>},
+    {Op::kMax, &EvalReduce<MaxRule>},
+    {Op::kMatmul, &EvalMatmulNode},
+};
+static_assert(std::size(kHostRows) == ir::kOpCount, "one host row per op");
+static_assert(ir::IsOpTable(kHostRows), "host rows in LAZYCL_OPS order");
 
 absl::StatusOr<std::shared_ptr<ir::Storage>> ToStorage(const Node& node, const Array& value) {
   backend::BufferManager& memory = backend::HostMemory();
@@ -516,31 +488,12 @@ absl::StatusOr<std::shared_ptr<ir::Storage>> ToStorage(const Node& node, const A
 
 absl::StatusOr<std::shared_ptr<ir::Storage>> EvaluateOnHost(const ir::NodePtr& root) {
   // Every node's value stays here until the end; the map is what keeps a shared subgraph from
-  // being evaluated once per path. Iterative post-order, so deep chains cannot overflow the stack.
+  // being evaluated once per path.
   absl::flat_hash_map<const Node*, Array> values;
-  struct Frame {
-    const Node* node;
-    bool operands_pushed;
-  };
-  std::vector<Frame> stack = {{root.get(), false}};
-  while (!stack.empty()) {
-    Frame& frame = stack.back();
-    const Node* node = frame.node;
-    if (values.contains(node)) {
-      stack.pop_back();
-      continue;
-    }
-    if (!frame.operands_pushed) {
-      frame.operands_pushed = true;
-      for (const ir::NodePtr& operand : node->operands) {
-        if (!values.contains(operand.get())) stack.push_back({operand.get(), false});
-      }
-      continue;
-    }
-    stack.pop_back();
-    std::vector<const Array*> operands;
+  for (const Node* node : ir::PostOrder(std::span<const ir::NodePtr>(&root, 1))) {
+    Operands operands;
     for (const ir::NodePtr& operand : node->operands) operands.push_back(&values.at(operand.get()));
-    absl::StatusOr<Array> value = EvalNode(*node, operands);
+    absl::StatusOr<Array> value = kHostRows[static_cast<int>(node->op)].eval(*node, operands);
     if (!value.ok()) return value.status();
     values.emplace(node, *std::move(value));
   }

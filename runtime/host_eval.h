@@ -6,9 +6,9 @@
 #include "ir/ir.h"
 #include "runtime/storage.h"
 
-// The host reference backend: a plain interpreter of the IR. Host tensors are computed by it
-// eagerly, and every OpenCL result is tested against it, so these are the semantics that the
-// OpenCL code generator must reproduce:
+// The host reference backend: a plain interpreter of the IR, one row per op in host_eval.cpp. Host
+// tensors are computed by it eagerly, and every OpenCL result is tested against it, so these are
+// the semantics that the OpenCL code generator must reproduce:
 //
 // Dtypes: f32 = float, i32 = int32_t, i64 = int64_t, bool = uint8_t holding 0 or 1. Bool bytes
 // read from a Buffer are normalized (any non-zero byte is 1).
@@ -17,15 +17,16 @@
 // dtype as by Cast from a double (so an out-of-range i32 constant saturates), broadcast. Iota:
 // element i is i, converted as by Cast from i64.
 //
-// Unary (result dtype = operand dtype). Neg, Abs; Relu = x > 0 ? x : 0 (so Relu(NaN) = 0 and
-// Relu(-0) = +0). Integer Neg and Abs wrap (Neg(INT_MIN) = INT_MIN). Exp, Log, Sqrt, Tanh, Sin,
-// Cos: the <cmath> float overloads. Sigmoid = 1 / (1 + exp(-x)) in float. Not = !x.
+// Unary (result dtype = operand dtype). Abs; Relu = x > 0 ? x : 0 (so Relu(NaN) = 0 and
+// Relu(-0) = +0). Integer Abs wraps (Abs(INT_MIN) = INT_MIN). Exp, Log, Sqrt, Tanh, Sin, Cos: the
+// <cmath> float overloads. Sigmoid = 1 / (1 + exp(-x)) in float. Not = !x. (neg and sub are
+// composites of these ops: frontend/ops.cpp.)
 //
 // Cast. To bool: x != 0 (NaN -> true). Float -> i32/i64: truncate toward zero, saturating at the
 // type's min and max, NaN -> 0 (OpenCL convert_<int>_sat). Int/bool -> f32: ordinary rounding
 // conversion. i64 -> i32: the low 32 bits. Bool -> int: 0/1. i32 -> i64: sign extension.
 //
-// Binary (same dtype in and out). Add, Sub, Mul: integers wrap (two's complement). Div, Pow: f32
+// Binary (same dtype in and out). Add, Mul: integers wrap (two's complement). Div, Pow: f32
 // only, Pow = std::pow(float, float). Maximum/Minimum: fmax/fmin for f32 (a NaN operand is
 // ignored; NaN only when both are), plain max/min for integers.
 //
