@@ -438,7 +438,7 @@ class Emitter {
   }
 
   // The body, written for the element index `gid`, becomes an inline function and two entry
-  // points (KernelSpec::tail_name): `<name>` for gid = get_global_id(0) with no bounds check,
+  // points, launched in this order: `<name>` for gid = get_global_id(0) with no bounds check,
   // `<name>_tail` for gid = base + get_global_id(0) while gid < count. The kernel is named
   // after its own text, so that the same code gets the same name (and source) whatever the
   // shapes and in every process: the program caches key on the source.
@@ -458,24 +458,25 @@ class Emitter {
         &text, "__kernel void ", name, "_tail(", params,
         ",\n    const idx_t base) {\n  const idx_t gid = base + (idx_t)get_global_id(0);\n",
         "  if (gid < ", limit, ") ", name, "_at(", names, ", gid);\n}\n");
-    KernelSpec spec;
-    spec.name = name;
-    spec.tail_name = absl::StrCat(name, "_tail");
-    spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
-    spec.args = args_;
-    spec.local = {kLocalSize};
+    // The unchecked launch covers the whole work-groups, unless the kernel is small; the tail
+    // launch the rest (its index starts at `base`, the last argument of `<name>_tail`).
     const size_t n = static_cast<size_t>(count);
     const size_t main = count < kTailOnlyBelow ? 0 : n / kLocalSize * kLocalSize;
-    spec.global = {main};
-    spec.tail_base = static_cast<int64_t>(main);
-    spec.tail_global = RoundUp(n - main, kLocalSize);
-    spec.tail_base_wide = idx_ != "int";
+    KernelArgSpec base;
+    base.kind = idx_ == "int" ? KernelArgSpec::Kind::kInt32 : KernelArgSpec::Kind::kInt64;
+    base.value = static_cast<int64_t>(main);
+    KernelSpec spec;
+    spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
+    spec.args = args_;
+    spec.launches.push_back(Launch{name, {main}, {kLocalSize}, {}});
+    spec.launches.push_back(
+        Launch{absl::StrCat(name, "_tail"), {RoundUp(n - main, kLocalSize)}, {kLocalSize}, {base}});
     return spec;
   }
 
   // The body, written for the group index `gid` and the lane `lane` (get_local_id) of
   // work-groups of `local` items, becomes the kernel itself, launched as `groups` groups: the
-  // body may use barriers and __local memory. No tail: every group is whole.
+  // body may use barriers and __local memory. One launch: every group is whole.
   KernelSpec FinishGroups(absl::string_view prefix, int64_t groups, size_t local) {
     const std::string params = absl::StrJoin(params_, ",\n    ");
     std::string text = absl::StrJoin(helpers_, "");
@@ -488,11 +489,9 @@ class Emitter {
                     "  const int lane = (int)get_local_id(0);\n",
                     body_, "}\n");
     KernelSpec spec;
-    spec.name = name;
     spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
     spec.args = args_;
-    spec.local = {local};
-    spec.global = {static_cast<size_t>(groups) * local};
+    spec.launches.push_back(Launch{name, {static_cast<size_t>(groups) * local}, {local}, {}});
     return spec;
   }
 
@@ -1087,7 +1086,6 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
   // local-memory tiles.
   const bool blocked = target.cpu && root.dtype == DType::f32;
   KernelSpec spec;
-  spec.name = blocked ? "matmul_cpu" : "matmul";
   spec.source = std::string(Template(blocked ? "matmul_cpu.cl" : "matmul.cl"));
   const std::string t = CType(root.dtype);
   if (!blocked) spec.options = absl::StrCat("-DT=", t, " -DTS=16");
@@ -1136,13 +1134,19 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
     auto work_items = [&](int64_t r) { return (m + r - 1) / r * ((n + 31) / 32) * batches; };
     while (rows > 8 && work_items(rows) < kMatmulMinWorkItems) rows = rows / 16 * 8;
     spec.args.push_back(i64(rows));
-    spec.global = {static_cast<size_t>((m + rows - 1) / rows),
-                   RoundUp(static_cast<size_t>(n), 32) / 32, static_cast<size_t>(batches)};
-    spec.local = {1, 1, 1};
+    spec.launches.push_back(
+        Launch{"matmul_cpu",
+               {static_cast<size_t>((m + rows - 1) / rows),
+                RoundUp(static_cast<size_t>(n), 32) / 32, static_cast<size_t>(batches)},
+               {1, 1, 1},
+               {}});
   } else {
-    spec.global = {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),
-                   static_cast<size_t>(batches)};
-    spec.local = {16, 16, 1};
+    spec.launches.push_back(
+        Launch{"matmul",
+               {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),
+                static_cast<size_t>(batches)},
+               {16, 16, 1},
+               {}});
   }
   if (epilogue != nullptr) {
     // lc_epilogue(acc, batch, row, col): the chain at the element's index, with the batch dims
@@ -1180,14 +1184,18 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
 }
 
 int64_t ArgBytes(const KernelSpec& spec) {
-  int64_t bytes = 0;
-  for (const KernelArgSpec& a : spec.args) {
-    const bool narrow = a.kind == KernelArgSpec::Kind::kInt32 ||
-                        (a.kind == KernelArgSpec::Kind::kOffset && !a.wide);
-    bytes += narrow ? 4 : 8;
-  }
-  if (!spec.tail_name.empty()) bytes += spec.tail_base_wide ? 8 : 4;
-  return bytes;
+  auto bytes = [](const std::vector<KernelArgSpec>& args) {
+    int64_t sum = 0;
+    for (const KernelArgSpec& a : args) {
+      const bool narrow = a.kind == KernelArgSpec::Kind::kInt32 ||
+                          (a.kind == KernelArgSpec::Kind::kOffset && !a.wide);
+      sum += narrow ? 4 : 8;
+    }
+    return sum;
+  };
+  int64_t extra = 0;
+  for (const Launch& launch : spec.launches) extra = std::max(extra, bytes(launch.extra_args));
+  return bytes(spec.args) + extra;
 }
 
 }  // namespace lazycl::kernels
