@@ -9,7 +9,7 @@
 
 // The OpenCL C text of each op, one table per pass (kernels/op_expr.cpp): the expression of every
 // elementwise op, and the combiner and identity of every reduction. Emitter and the kernel
-// strategies ask these; they do not switch on ops themselves.
+// strategies ask these for an op's text instead of branching on the op.
 namespace lazycl::kernels {
 
 // What an elementwise op's expression is written from.

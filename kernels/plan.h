@@ -36,10 +36,10 @@ struct Launch {
   std::vector<KernelArgSpec> extra_args;
 };
 
-// One program and its launches, run in order. Elementwise and reduction kernels launch two
-// entry points of one program (Emitter::FinishIndexed): the work unchecked over whole
-// work-groups, which PoCL needs to vectorise the loop over work-items, then the same work behind
-// a bounds check over the rest; either may be empty.
+// One program and its launches, run in order. Kernels of a work-item per element or row
+// (Emitter::FinishIndexed: elementwise, row and CPU reduction kernels) launch two entry points:
+// the work unchecked over whole work-groups, which PoCL needs to vectorise the loop over
+// work-items, then the same work behind a bounds check over the rest; either may be empty.
 struct KernelSpec {
   std::string source;               // complete OpenCL C
   std::string options;              // build options
