@@ -27,23 +27,24 @@ struct KernelArgSpec {
   int64_t value = 0;
 };
 
+// One run of an entry point of a kernel's program, with the kernel's arguments.
+struct Launch {
+  std::string name;            // entry point in KernelSpec::source
+  std::vector<size_t> global;  // a dim of 0: not launched, and its entry point never created
+  std::vector<size_t> local;   // empty: the runtime chooses
+  // Integer arguments (kInt32 or kInt64) after KernelSpec::args: a tail's first index.
+  std::vector<KernelArgSpec> extra_args;
+};
+
+// One program and its launches, run in order. Kernels of a work-item per element or row
+// (Emitter::FinishIndexed: elementwise, row and CPU reduction kernels) launch two entry points:
+// the work unchecked over whole work-groups, which PoCL needs to vectorise the loop over
+// work-items, then the same work behind a bounds check over the rest; either may be empty.
 struct KernelSpec {
-  std::string name;     // entry point in `source`
-  std::string source;   // complete OpenCL C
-  std::string options;  // build options
-  std::vector<KernelArgSpec> args;
-  std::vector<size_t> global;
-  std::vector<size_t> local;  // empty: the runtime chooses
-  // Elementwise and reduction kernels come with a second entry point in the same program,
-  // `tail_name`: the same work behind a bounds check, for the work-items that `global` leaves
-  // out. `global` is then a multiple of `local` and unchecked, which PoCL needs to vectorise
-  // the loop over work-items. The tail takes `args` plus the index it starts at (`tail_base`,
-  // an int or a long as `tail_base_wide` says) and runs over `tail_global` work-items of
-  // `local`; no tail launch when tail_global is 0, no main launch when global is {0}.
-  std::string tail_name;
-  size_t tail_global = 0;
-  int64_t tail_base = 0;
-  bool tail_base_wide = false;
+  std::string source;               // complete OpenCL C
+  std::string options;              // build options
+  std::vector<KernelArgSpec> args;  // every launch's leading arguments
+  std::vector<Launch> launches;
   std::string summary;  // one line for LAZYCL_DEBUG
 };
 

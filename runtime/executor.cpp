@@ -1,6 +1,8 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <list>
 #include <map>
@@ -33,8 +35,8 @@ struct CachedPlan {
   uint64_t hash = 0;
   std::vector<uint64_t> key;
   kernels::Plan plan;
-  std::vector<const backend::Kernel*> kernels;  // resolved on first run
-  std::vector<const backend::Kernel*> tails;    // KernelSpec::tail_name, resolved when used
+  // Per kernel, per launch: its entry point, created when the launch first runs.
+  std::vector<std::vector<const backend::Kernel*>> kernels;
 };
 
 namespace {
@@ -210,8 +212,9 @@ absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device_index,
   cached->hash = hash;
   cached->key = std::move(key);
   cached->plan = *std::move(plan);
-  cached->kernels.assign(cached->plan.kernels.size(), nullptr);
-  cached->tails.assign(cached->plan.kernels.size(), nullptr);
+  for (const kernels::KernelSpec& spec : cached->plan.kernels) {
+    cached->kernels.emplace_back(spec.launches.size(), nullptr);
+  }
   cache.Insert(cached);
   base::metrics::Add("GraphCompiles", 1);
   if (settings.debug >= 2) {
@@ -269,56 +272,44 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
     return {0, 0};
   };
 
+  auto arg = [&](const kernels::KernelArgSpec& a) {
+    switch (a.kind) {
+      case kernels::KernelArgSpec::Kind::kBuffer: {
+        const backend::BufferId id = binding(a.buffer).first;
+        return a.written ? backend::KernelArg::Write(id) : backend::KernelArg::Read(id);
+      }
+      case kernels::KernelArgSpec::Kind::kInt32:
+        return backend::KernelArg::Int32(static_cast<int32_t>(a.value));
+      case kernels::KernelArgSpec::Kind::kInt64:
+        return backend::KernelArg::Int64(a.value);
+      case kernels::KernelArgSpec::Kind::kOffset: {
+        const int64_t value = a.value + binding(a.buffer).second;
+        return a.wide ? backend::KernelArg::Int64(value)
+                      : backend::KernelArg::Int32(static_cast<int32_t>(value));
+      }
+    }
+    return backend::KernelArg::Int32(0);
+  };
   std::vector<backend::KernelArg> args;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const kernels::KernelSpec& spec = plan.kernels[k];
-    const bool main = spec.global.empty() || spec.global[0] > 0;
-    const bool tail = spec.tail_global > 0;
-    // Only the entry points that launch are created: each costs a compile step at first launch.
-    if (main && cached.kernels[k] == nullptr) {
-      absl::StatusOr<const backend::Kernel*> kernel =
-          device.GetKernel(spec.source, spec.options, spec.name);
-      if (!kernel.ok()) return kernel.status();
-      cached.kernels[k] = *kernel;
-    }
-    if (tail && cached.tails[k] == nullptr) {
-      absl::StatusOr<const backend::Kernel*> kernel =
-          device.GetKernel(spec.source, spec.options, spec.tail_name);
-      if (!kernel.ok()) return kernel.status();
-      cached.tails[k] = *kernel;
-    }
     args.clear();
-    for (const kernels::KernelArgSpec& a : spec.args) {
-      switch (a.kind) {
-        case kernels::KernelArgSpec::Kind::kBuffer: {
-          const backend::BufferId id = binding(a.buffer).first;
-          args.push_back(a.written ? backend::KernelArg::Write(id) : backend::KernelArg::Read(id));
-          break;
-        }
-        case kernels::KernelArgSpec::Kind::kInt32:
-          args.push_back(backend::KernelArg::Int32(static_cast<int32_t>(a.value)));
-          break;
-        case kernels::KernelArgSpec::Kind::kInt64:
-          args.push_back(backend::KernelArg::Int64(a.value));
-          break;
-        case kernels::KernelArgSpec::Kind::kOffset: {
-          const int64_t value = a.value + binding(a.buffer).second;
-          args.push_back(a.wide ? backend::KernelArg::Int64(value)
-                                : backend::KernelArg::Int32(static_cast<int32_t>(value)));
-          break;
-        }
+    for (const kernels::KernelArgSpec& a : spec.args) args.push_back(arg(a));
+    for (size_t l = 0; l < spec.launches.size(); ++l) {
+      const kernels::Launch& launch = spec.launches[l];
+      // A launch over nothing is not run, and its entry point is never created: creating one
+      // costs a compile step at its first launch.
+      if (std::find(launch.global.begin(), launch.global.end(), 0) != launch.global.end()) continue;
+      const backend::Kernel*& kernel = cached.kernels[k][l];
+      if (kernel == nullptr) {
+        absl::StatusOr<const backend::Kernel*> created =
+            device.GetKernel(spec.source, spec.options, launch.name);
+        if (!created.ok()) return created.status();
+        kernel = *created;
       }
-    }
-    if (main) {
-      if (absl::Status s = device.Launch(cached.kernels[k], args, spec.global, spec.local); !s.ok())
-        return s;
-    }
-    if (tail) {
-      args.push_back(spec.tail_base_wide
-                         ? backend::KernelArg::Int64(spec.tail_base)
-                         : backend::KernelArg::Int32(static_cast<int32_t>(spec.tail_base)));
-      const size_t tail_global[] = {spec.tail_global};
-      if (absl::Status s = device.Launch(cached.tails[k], args, tail_global, spec.local); !s.ok())
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(spec.args.size()), args.end());
+      for (const kernels::KernelArgSpec& a : launch.extra_args) args.push_back(arg(a));
+      if (absl::Status s = device.Launch(kernel, args, launch.global, launch.local); !s.ok())
         return s;
     }
     for (size_t t = 0; t < temps.size(); ++t) {

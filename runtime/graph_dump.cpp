@@ -56,8 +56,20 @@ std::string PlanSource(const kernels::Plan& plan) {
   std::string out;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const kernels::KernelSpec& spec = plan.kernels[k];
-    absl::StrAppend(&out, "// kernel ", k, ": ", spec.summary, "\n// options: ", spec.options, "\n",
-                    spec.source, "\n");
+    absl::StrAppend(&out, "// kernel ", k, ": ", spec.summary, "\n// options: ", spec.options,
+                    "\n");
+    for (const kernels::Launch& launch : spec.launches) {
+      std::vector<std::string> extra;
+      for (const kernels::KernelArgSpec& a : launch.extra_args) {
+        extra.push_back(absl::StrCat(
+            a.kind == kernels::KernelArgSpec::Kind::kInt32 ? "int " : "long ", a.value));
+      }
+      absl::StrAppend(
+          &out, "// launch ", launch.name, ": global {", absl::StrJoin(launch.global, ", "),
+          "} local {", absl::StrJoin(launch.local, ", "), "}",
+          extra.empty() ? "" : absl::StrCat(", then ", absl::StrJoin(extra, ", ")), "\n");
+    }
+    absl::StrAppend(&out, spec.source, "\n");
   }
   return out;
 }

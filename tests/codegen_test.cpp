@@ -1,8 +1,8 @@
 // Generated maths checked against <cmath> over the whole f32 range: on CPU devices codegen
 // replaces the slow builtins `log`, `tanh` and `exp` with its own formulations
-// (kernels/codegen.cpp, lc_log, lc_tanh, lc_exp/lc_exp16), whose accuracy bounds are stated
-// there and enforced here. On a GPU (or
-// with LAZYCL_CODEGEN=gpu) the same checks hold the OpenCL builtins to the same bounds.
+// (kernels/templates/cpu_math.cl: lc_log, lc_tanh, lc_exp/lc_exp16), whose accuracy bounds
+// are stated there and enforced here. On a GPU (or with LAZYCL_CODEGEN=gpu) the same checks
+// hold the OpenCL builtins to the same bounds.
 #include <cmath>
 #include <cstdint>
 #include <cstring>

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/host_buffers.h"
+#include "backend/host_memory.h"
 #include "frontend/tensor_impl.h"
 #include "gtest/gtest.h"
 #include "ir/ir.h"
@@ -69,7 +69,7 @@ std::vector<T> Values(uint32_t seed) {
 
 template <typename T>
 NodePtr HostLeaf(const std::vector<T>& data) {
-  backend::HostBuffers& memory = backend::HostMemory();
+  backend::BufferManager& memory = backend::HostMemory();
   const size_t bytes = data.size() * sizeof(T);
   auto storage = std::make_shared<ir::Storage>(Device::host(), &memory, bytes, "test input");
   EXPECT_TRUE(memory.Upload(storage->id(), data.data(), 0, bytes).ok());

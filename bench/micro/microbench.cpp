@@ -302,11 +302,11 @@ void BM_ProgramCacheHit(benchmark::State& state) {
   try {
     const kernels::KernelSpec& spec = ChainKernel();
     backend::Device& device = runtime::OpenClDevice(0);
-    Check(device.GetKernel(spec.source, spec.options, spec.name).status());
+    Check(device.GetKernel(spec.source, spec.options, spec.launches.front().name).status());
     CounterDelta builds("ProgramBuilds"), loads("ProgramDiskCacheHits");
     for (auto _ : state) {
       absl::StatusOr<const backend::Kernel*> kernel =
-          device.GetKernel(spec.source, spec.options, spec.name);
+          device.GetKernel(spec.source, spec.options, spec.launches.front().name);
       Check(kernel.status());
       benchmark::DoNotOptimize(*kernel);
     }
@@ -332,7 +332,9 @@ void BM_ProgramDiskCacheLoad(benchmark::State& state) {
     }
     const kernels::KernelSpec& spec = ChainKernel();
     // Puts the program on disk (built and saved, or already there).
-    Check(runtime::OpenClDevice(0).GetKernel(spec.source, spec.options, spec.name).status());
+    Check(runtime::OpenClDevice(0)
+              .GetKernel(spec.source, spec.options, spec.launches.front().name)
+              .status());
     CounterDelta builds("ProgramBuilds"), loads("ProgramDiskCacheHits");
     for (auto _ : state) {
       state.PauseTiming();
@@ -340,7 +342,7 @@ void BM_ProgramDiskCacheLoad(benchmark::State& state) {
       Check(fresh.status());
       state.ResumeTiming();
       absl::StatusOr<const backend::Kernel*> kernel =
-          (*fresh)->GetKernel(spec.source, spec.options, spec.name);
+          (*fresh)->GetKernel(spec.source, spec.options, spec.launches.front().name);
       Check(kernel.status());
       benchmark::DoNotOptimize(*kernel);
       state.PauseTiming();

@@ -1,0 +1,23 @@
+#pragma once
+
+#include <string>
+
+// The CPU strategy's own f32 maths (kernels/templates/cpu_math.cl, where each function says why
+// and how accurate it is): a kernel that calls one carries its definition in front of its body.
+namespace lazycl::kernels {
+
+enum class CpuMath {
+  kExp,    // lc_exp(float)
+  kExp16,  // lc_exp16(float16): lc_exp over 16 lanes, for Emitter's vector mode
+  kLog,    // lc_log(float)
+  kTanh,   // lc_tanh(float)
+};
+
+// The name a kernel calls it by: "lc_exp".
+const char* CpuMathName(CpuMath f);
+
+// Its definition, as it goes into a kernel's source: from its `static inline` line to its
+// closing `}` line, without the template's comments.
+const std::string& CpuMathSource(CpuMath f);
+
+}  // namespace lazycl::kernels

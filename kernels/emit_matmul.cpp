@@ -1,0 +1,139 @@
+// Matmul strategy (codegen.h, EmitMatmul): a hand-written template (templates/matmul*.cl), with
+// an elementwise epilogue that Emitter writes as a function the template calls.
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "kernels/cl_text.h"
+#include "kernels/codegen.h"
+#include "kernels/emitter.h"
+#include "kernels/templates.h"
+
+namespace lazycl::kernels {
+
+using ir::Node;
+using ir::Shape;
+
+namespace {
+
+// The CPU matmul splits its rows finer while it would have fewer work-items than this.
+constexpr int64_t kMatmulMinWorkItems = 16;
+
+}  // namespace
+
+KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
+                      const StridedOperand& b, const Target& target, const Node* epilogue,
+                      const InputMap* inputs) {
+  const size_t r = root.shape.size();
+  const int64_t m = root.shape[r - 2];
+  const int64_t n = root.shape[r - 1];
+  const int64_t k = root.operands[0]->shape[r - 1];
+  int64_t batches = 1;
+  for (size_t d = 0; d + 2 < r; ++d) batches *= root.shape[d];
+
+  // CPU and f32: 8 x 32 register blocks over a copied B panel (matmul_cpu.cl); otherwise 16 x 16
+  // local-memory tiles.
+  const bool blocked = target.cpu && root.dtype == DType::f32;
+  KernelSpec spec;
+  spec.source = std::string(Template(blocked ? "matmul_cpu.cl" : "matmul.cl"));
+  const std::string t = CType(root.dtype);
+  if (!blocked) spec.options = absl::StrCat("-DT=", t, " -DTS=16");
+  auto buffer = [](BufferRef ref, bool written) {
+    KernelArgSpec s;
+    s.kind = KernelArgSpec::Kind::kBuffer;
+    s.buffer = ref;
+    s.written = written;
+    return s;
+  };
+  auto i64 = [](int64_t v) {
+    KernelArgSpec s;
+    s.kind = KernelArgSpec::Kind::kInt64;
+    s.value = v;
+    return s;
+  };
+  // Offsets of parameters and outputs may move at run time (Graph::bind_offsets).
+  auto offset = [&](BufferRef ref, int64_t v) {
+    KernelArgSpec s = i64(v);
+    if (target.bind_offsets && ref.kind != BufferRef::Kind::kTemp) {
+      s.kind = KernelArgSpec::Kind::kOffset;
+      s.buffer = ref;
+      s.wide = true;
+    }
+    return s;
+  };
+  spec.args = {buffer(a.buffer, false),
+               offset(a.buffer, a.offset),
+               i64(a.batch_stride),
+               i64(a.row_stride),
+               i64(a.col_stride),
+               buffer(b.buffer, false),
+               offset(b.buffer, b.offset),
+               i64(b.batch_stride),
+               i64(b.row_stride),
+               i64(b.col_stride),
+               buffer(out, true),
+               offset(out, 0),
+               i64(m),
+               i64(n),
+               i64(k)};
+  if (blocked) {
+    // Rows per work-item (matmul_cpu.cl's `mb`, a multiple of its MR = 8): many rows share one
+    // copy of a B panel, but keep enough work-items for every core.
+    int64_t rows = std::min<int64_t>(128, static_cast<int64_t>(RoundUp(static_cast<size_t>(m), 8)));
+    auto work_items = [&](int64_t r) { return (m + r - 1) / r * ((n + 31) / 32) * batches; };
+    while (rows > 8 && work_items(rows) < kMatmulMinWorkItems) rows = rows / 16 * 8;
+    spec.args.push_back(i64(rows));
+    spec.launches.push_back(
+        Launch{"matmul_cpu",
+               {static_cast<size_t>((m + rows - 1) / rows),
+                RoundUp(static_cast<size_t>(n), 32) / 32, static_cast<size_t>(batches)},
+               {1, 1, 1},
+               {}});
+  } else {
+    spec.launches.push_back(
+        Launch{"matmul",
+               {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),
+                static_cast<size_t>(batches)},
+               {16, 16, 1},
+               {}});
+  }
+  if (epilogue != nullptr) {
+    // lc_epilogue(acc, batch, row, col): the chain at the element's index, with the batch dims
+    // recovered from the folded batch index.
+    LAZYCL_CHECK(
+        inputs != nullptr && epilogue->shape == root.shape && epilogue->dtype == root.dtype,
+        "codegen: matmul epilogue %s does not fit", ir::NodeString(*epilogue).c_str());
+    Emitter e(*inputs, "long", target);
+    e.SetValue(&root, "acc");
+    e.UnifyDims(*epilogue);
+    std::vector<std::string> dims;
+    if (r > 2) {
+      const Shape batch_shape(epilogue->shape.begin(), epilogue->shape.end() - 2);
+      std::vector<std::string> keys = e.DimKeys(*epilogue);
+      keys.resize(r - 2);
+      dims = e.Multi(Index::Linear("batch"), batch_shape, keys);
+    }
+    dims.push_back("row");
+    dims.push_back("col");
+    const std::string v = e.Eval(*epilogue, Index::Multi(std::move(dims)));
+    e.Line(absl::StrCat("return ", v, ";"));
+    std::vector<KernelArgSpec> extra;
+    spec.source = absl::StrCat(
+        "#define LC_EPILOGUE 1\n",
+        e.FinishFunction(
+            t, "lc_epilogue",
+            absl::StrCat("const ", t, " acc, const long batch, const long row, ", "const long col"),
+            &extra),
+        spec.source);
+    spec.args.insert(spec.args.end(), extra.begin(), extra.end());
+  }
+  spec.summary = absl::StrCat("matmul ", ir::NodeString(root), " (K=", k, ")");
+  if (epilogue != nullptr) absl::StrAppend(&spec.summary, " -> ", ir::NodeString(*epilogue));
+  return spec;
+}
+
+}  // namespace lazycl::kernels

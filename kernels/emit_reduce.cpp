@@ -1,0 +1,147 @@
+// Reduction strategy (codegen.h, EmitReduce): one work-item per output element (CPU), or one
+// work-group per output element with a tree in local memory (GPU); the fused operand is
+// evaluated inside the loop. The combiner and identity are op_expr.h's.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "kernels/cl_text.h"
+#include "kernels/codegen.h"
+#include "kernels/emitter.h"
+#include "kernels/op_expr.h"
+
+namespace lazycl::kernels {
+
+using ir::Node;
+using ir::Shape;
+
+namespace {
+
+// Work-group size of the GPU strategy's tree reductions (one that every GPU we know of takes).
+constexpr size_t kGroupSize = 128;
+
+}  // namespace
+
+KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, int64_t split,
+                      const Target& target) {
+  LAZYCL_CHECK(ir::IsReduce(root.op), "EmitReduce on %s", ir::OpName(root.op));
+  const Node& x = *root.operands[0];
+  const std::vector<int64_t>& axes = root.args;
+  Shape reduced_shape;
+  for (int64_t a : axes) reduced_shape.push_back(x.shape[a]);
+  const int64_t reduced = ir::NumElements(reduced_shape);
+  const int64_t outputs = ir::NumElements(root.shape);
+  const int64_t chunk = split > 1 ? (reduced + split - 1) / split : reduced;
+
+  Emitter e(inputs, IndexType(root, inputs, target), target);
+  e.UnifyDims(root);
+  const DType t = root.dtype;
+  std::string out_name = e.Buffer(out, t, true);
+  std::string o = "gid";
+  if (split > 1) {
+    e.Line(absl::StrCat("const idx_t o = gid / ", e.Sym(split, "split"), ";"));
+    e.Line(absl::StrCat("const idx_t r0 = (gid % ", e.Sym(split, "split"), ") * ",
+                        e.Sym(chunk, "chunk"), ";"));
+    e.Line(absl::StrCat("const idx_t r1 = min(r0 + ", e.Sym(chunk, "chunk"), ", (idx_t)",
+                        e.Sym(reduced, "reduced"), ");"));
+    o = "o";
+  } else {
+    e.Line("const idx_t r0 = 0;");
+    e.Line(absl::StrCat("const idx_t r1 = ", e.Sym(reduced, "reduced"), ";"));
+  }
+  // Reducing the trailing dims reads one contiguous run per output: a linear index suffices.
+  bool trailing = true;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    trailing = trailing && axes[i] == static_cast<int64_t>(x.shape.size() - axes.size() + i);
+  }
+  std::vector<std::string> kept;
+  if (!trailing) kept = e.Multi(Index::Linear(o), root);
+
+  const std::string identity = ReduceIdentity(root.op, t);
+  auto accumulate = [&](const std::string& a, const std::string& v) {
+    return ReduceAccumulate(root.op, t, a, v);
+  };
+  // CPU: trailing contiguous rows are read 16 floats at a time into float16 accumulators (PoCL
+  // runs a loop inside a work-item scalar unless it is written with vectors), then the rest
+  // of the row one at a time.
+  const bool vector_rows = target.cpu && trailing && t == DType::f32 && reduced >= 16 &&
+                           VectorFriendly(x, inputs, x.shape, axes.size());
+  if (vector_rows) {
+    e.Line(absl::StrCat("float16 acc16 = (float16)(", identity, ");"));
+    e.Line("idx_t r = r0;");
+    e.Line("for (; r < r1 - 15; r += 16) {");
+    e.Indent();
+    auto vscope = e.SaveScope();
+    e.SetVector(true, o, axes.size());
+    std::string vv =
+        e.Eval(x, Index::Linear(absl::StrCat("(", o, " * ", e.Sym(reduced, "reduced"), " + r)")));
+    e.Line(accumulate("acc16", vv));
+    e.SetVector(false);
+    e.RestoreScope(std::move(vscope));
+    e.Dedent();
+    e.Line("}");
+    auto combine = [&](const std::string& a, const std::string& b, bool grouped = false) {
+      return ReduceCombine(root.op, t, a, b, grouped);
+    };
+    e.Line(absl::StrCat("const float8 acc8 = ", combine("acc16.lo", "acc16.hi"), ";"));
+    e.Line(absl::StrCat("const float4 acc4 = ", combine("acc8.lo", "acc8.hi"), ";"));
+    e.Line(absl::StrCat(
+        "float acc = ",
+        combine(combine("acc4.x", "acc4.y", true), combine("acc4.z", "acc4.w", true)), ";"));
+  } else {
+    e.Line(absl::StrCat(CType(t), " acc = ", identity, ";"));
+  }
+  // GPU: a work-group of kGroupSize items per output; lanes take strided elements (coalesced
+  // for trailing reductions), then a tree in local memory.
+  const bool groups = !target.cpu;
+  if (groups) {
+    e.Line(absl::StrCat("for (idx_t r = r0 + lane; r < r1; r += ", kGroupSize, ") {"));
+  } else {
+    e.Line(vector_rows ? "for (; r < r1; ++r) {" : "for (idx_t r = r0; r < r1; ++r) {");
+  }
+  e.Indent();
+  auto scope = e.SaveScope();
+  Index idx;
+  if (trailing) {
+    idx = Index::Linear(
+        reduced == 1 ? o : absl::StrCat("(", o, " * ", e.Sym(reduced, "reduced"), " + r)"));
+  } else {
+    std::vector<std::string> r_keys;
+    for (int64_t a : axes) r_keys.push_back(e.DimKey(&x, static_cast<size_t>(a)));
+    std::vector<std::string> r_dims = e.Multi(Index::Linear("r"), reduced_shape, r_keys);
+    std::vector<std::string> dims = kept;
+    for (size_t i = 0; i < axes.size(); ++i) dims[axes[i]] = r_dims[i];
+    idx = Index::Multi(std::move(dims));
+  }
+  std::string v = e.Eval(x, idx);
+  e.Line(accumulate("acc", v));
+  e.RestoreScope(std::move(scope));
+  e.Dedent();
+  e.Line("}");
+  KernelSpec spec;
+  if (groups) {
+    e.Line(absl::StrCat("__local ", CType(t), " scratch[", kGroupSize, "];"));
+    e.Line("scratch[lane] = acc;");
+    e.Line("barrier(CLK_LOCAL_MEM_FENCE);");
+    e.Line(absl::StrCat("for (int s = ", kGroupSize / 2, "; s > 0; s >>= 1) {"));
+    e.Indent();
+    e.Line(absl::StrCat("if (lane < s) ", accumulate("scratch[lane]", "scratch[lane + s]")));
+    e.Line("barrier(CLK_LOCAL_MEM_FENCE);");
+    e.Dedent();
+    e.Line("}");
+    e.Line(absl::StrCat("if (lane == 0) ", out_name, "[gid] = scratch[0];"));
+    spec = e.FinishGroups(split > 1 ? "gred_part" : "gred", outputs * split, kGroupSize);
+  } else {
+    e.Line(absl::StrCat(out_name, "[gid] = acc;"));
+    spec = e.FinishIndexed(split > 1 ? "red_part" : "red", outputs * split);
+  }
+  spec.summary =
+      absl::StrCat(split > 1 ? "partial " : "", "reduce ", ir::NodeString(root), " of ",
+                   ir::NodeString(x), split > 1 ? absl::StrCat(" in ", split, " parts") : "");
+  return spec;
+}
+
+}  // namespace lazycl::kernels

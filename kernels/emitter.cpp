@@ -1,0 +1,492 @@
+#include "kernels/emitter.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/check.h"
+#include "kernels/cl_text.h"
+#include "kernels/op_expr.h"
+
+namespace lazycl::kernels {
+
+using ir::Node;
+using ir::Op;
+using ir::Shape;
+
+namespace {
+
+// Below this many work-items the guarded tail entry point runs alone: one launch instead of
+// two, where the unchecked main kernel would save less than a launch costs.
+constexpr int64_t kTailOnlyBelow = int64_t{1} << 16;
+
+// FNV-1a: unlike absl::Hash, the same in every process.
+uint64_t StableHash(absl::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string Emitter::Sym(int64_t v, const std::string& key) {
+  if (v == 0 || v == 1) return absl::StrCat(v);
+  auto it = syms_.find(key);
+  if (it != syms_.end()) {
+    LAZYCL_CHECK(sym_values_.at(key) == v, "codegen: size %s is both %lld and %lld", key.c_str(),
+                 static_cast<long long>(sym_values_.at(key)), static_cast<long long>(v));
+    return it->second;
+  }
+  std::string name = absl::StrCat("s", syms_.size());
+  syms_.emplace(key, name);
+  sym_values_.emplace(key, v);
+  params_.push_back(absl::StrCat("const ", idx_, " ", name));
+  names_.push_back(name);
+  KernelArgSpec arg;
+  arg.kind = idx_ == "int" ? KernelArgSpec::Kind::kInt32 : KernelArgSpec::Kind::kInt64;
+  arg.value = v;
+  args_.push_back(arg);
+  return name;
+}
+
+std::string Emitter::Buffer(BufferRef ref, DType dtype, bool written) {
+  auto key = std::make_pair(static_cast<int>(ref.kind), ref.index);
+  auto it = buffers_.find(key);
+  if (it != buffers_.end()) return it->second;
+  std::string name = absl::StrCat(written ? "out" : "in", buffers_.size());
+  params_.push_back(
+      absl::StrCat("__global ", written ? "" : "const ", CType(dtype), "* restrict ", name));
+  names_.push_back(name);
+  KernelArgSpec arg;
+  arg.kind = KernelArgSpec::Kind::kBuffer;
+  arg.buffer = ref;
+  arg.written = written;
+  args_.push_back(arg);
+  if (bind_offsets_ && ref.kind != BufferRef::Kind::kTemp) {
+    // The buffer is bound at a run-time element offset (Graph::bind_offsets).
+    params_.push_back(absl::StrCat("const ", idx_, " ", name, "_off"));
+    names_.push_back(absl::StrCat(name, "_off"));
+    KernelArgSpec off;
+    off.kind = KernelArgSpec::Kind::kOffset;
+    off.buffer = ref;
+    off.wide = idx_ != "int";
+    args_.push_back(off);
+    name = absl::StrCat("(", name, " + ", name, "_off)");
+  }
+  buffers_.emplace(key, name);
+  return name;
+}
+
+void Emitter::UnifyDims(const Node& root) {
+  std::vector<const Node*> stack = {&root};
+  absl::flat_hash_map<const Node*, bool> seen;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (seen.contains(n) || inputs_.contains(n) || values_.contains(n)) continue;
+    seen[n] = true;
+    switch (n->op) {
+      case Op::kReshape:
+      case Op::kSlice:
+      case Op::kPad:
+      case Op::kConstant:
+      case Op::kIota:
+        break;
+      case Op::kPermute:
+        for (size_t d = 0; d < n->shape.size(); ++d)
+          Union({n, d}, {n->operands[0].get(), static_cast<size_t>(n->args[d])});
+        break;
+      case Op::kExpand:
+        for (size_t d = 0; d < n->shape.size(); ++d) {
+          if (n->operands[0]->shape[d] != 1) Union({n, d}, {n->operands[0].get(), d});
+        }
+        break;
+      default:
+        if (ir::IsReduce(n->op)) {
+          const Node& x = *n->operands[0];
+          for (size_t d = 0; d < n->shape.size(); ++d) {
+            if (std::find(n->args.begin(), n->args.end(), static_cast<int64_t>(d)) == n->args.end())
+              Union({n, d}, {&x, d});
+          }
+        } else {
+          for (const ir::NodePtr& o : n->operands) {
+            if (o->shape.size() != n->shape.size()) continue;
+            for (size_t d = 0; d < n->shape.size(); ++d) Union({n, d}, {o.get(), d});
+          }
+        }
+    }
+    for (const ir::NodePtr& o : n->operands) stack.push_back(o.get());
+  }
+}
+
+std::string Emitter::DimKey(const Node* n, size_t d) {
+  const DimRef r = Find({n, d});
+  return absl::StrCat("dim|", reinterpret_cast<uintptr_t>(r.first), "|", r.second);
+}
+
+std::vector<std::string> Emitter::DimKeys(const Node& n) {
+  std::vector<std::string> keys;
+  for (size_t d = 0; d < n.shape.size(); ++d) keys.push_back(DimKey(&n, d));
+  return keys;
+}
+
+std::string Emitter::NodeKey(const char* what, const Node& n, size_t d) {
+  return absl::StrCat(what, "|", reinterpret_cast<uintptr_t>(&n), "|", d);
+}
+
+std::string Emitter::Linear(const Index& idx, const Shape& shape,
+                            const std::vector<std::string>& keys) {
+  if (idx.linear) return idx.lin;
+  std::string acc;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    acc = acc.empty() ? idx.dims[d]
+                      : absl::StrCat("(", acc, ") * ", Sym(shape[d], keys[d]), " + ", idx.dims[d]);
+  }
+  if (acc.empty()) return "0";
+  std::string key = absl::StrCat("lin|", acc);
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  std::string v = Var();
+  Line(absl::StrCat("const ", idx_, " ", v, " = ", acc, ";"));
+  memo_[key] = v;
+  return v;
+}
+
+std::vector<std::string> Emitter::Multi(const Index& idx, const Shape& shape,
+                                        const std::vector<std::string>& keys) {
+  if (!idx.linear) return idx.dims;
+  // Which dims are 1 is part of the structure; the rest of the shape is named by its keys.
+  std::string ones;
+  for (int64_t s : shape) ones.push_back(s == 1 ? '1' : 'n');
+  std::string key = absl::StrCat("delin|", idx.lin, "|", ones, "|", absl::StrJoin(keys, ","));
+  std::vector<std::string> dims(shape.size(), "0");
+  int first = -1;  // the outermost dim that is not 1 needs no modulo
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] != 1) {
+      first = static_cast<int>(d);
+      break;
+    }
+  }
+  if (first < 0) return dims;
+  auto it = delin_.find(key);
+  if (it != delin_.end() && memo_.contains(key)) return it->second;
+  std::string rest = idx.lin;
+  for (int d = static_cast<int>(shape.size()) - 1; d >= first; --d) {
+    if (shape[d] == 1) continue;
+    if (d == first) {
+      dims[d] = rest;
+      break;
+    }
+    std::string v = Var();
+    Line(absl::StrCat("const ", idx_, " ", v, " = ", rest, " % ", Sym(shape[d], keys[d]), ";"));
+    dims[d] = v;
+    std::string q = Var();
+    Line(absl::StrCat("const ", idx_, " ", q, " = ", rest, " / ", Sym(shape[d], keys[d]), ";"));
+    rest = q;
+  }
+  delin_[key] = dims;
+  memo_[key] = "";
+  return dims;
+}
+
+std::string Emitter::Eval(const Node& n, const Index& idx) {
+  std::string key = absl::StrCat(reinterpret_cast<uintptr_t>(&n), "|", idx.Key());
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  std::string v = EvalUncached(n, idx);
+  memo_[key] = v;
+  return v;
+}
+
+std::string Emitter::Assign(DType dtype, const std::string& expr) {
+  std::string v = Var();
+  const std::string type = vec_ && dtype == DType::f32 ? "float16" : CType(dtype);
+  Line(absl::StrCat("const ", type, " ", v, " = ", expr, ";"));
+  return v;
+}
+
+std::string Emitter::FinishFunction(absl::string_view ret, absl::string_view name,
+                                    absl::string_view leading, std::vector<KernelArgSpec>* args) {
+  std::string params;
+  std::string names;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    absl::StrAppend(&params, ", ", params_[i]);
+    absl::StrAppend(&names, ", ", names_[i]);
+  }
+  std::string text = Helpers();
+  absl::StrAppend(&text, "#define LC_EPI_PARAMS ", params, "\n#define LC_EPI_ARGS ", names,
+                  "\nstatic inline ", ret, " ", name, "(", leading, " LC_EPI_PARAMS) {\n", body_,
+                  "}\n");
+  *args = args_;
+  return text;
+}
+
+KernelSpec Emitter::FinishIndexed(absl::string_view prefix, int64_t count) {
+  const std::string limit = Sym(count, "count");
+  const std::string params = absl::StrJoin(params_, ",\n    ");
+  const std::string names = absl::StrJoin(names_, ", ");
+  std::string text = Helpers();
+  const std::string hash_input = absl::StrCat(idx_, text, params, "|", limit, "|", body_);
+  const std::string name =
+      absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
+  absl::StrAppend(&text, "static inline void ", name, "_at(", params, ",\n    const idx_t gid) {\n",
+                  body_, "}\n");
+  absl::StrAppend(&text, "__kernel void ", name, "(", params, ") {\n  ", name, "_at(", names,
+                  ", (idx_t)get_global_id(0));\n}\n");
+  absl::StrAppend(
+      &text, "__kernel void ", name, "_tail(", params,
+      ",\n    const idx_t base) {\n  const idx_t gid = base + (idx_t)get_global_id(0);\n",
+      "  if (gid < ", limit, ") ", name, "_at(", names, ", gid);\n}\n");
+  // The unchecked launch covers the whole work-groups, unless the kernel is small; the tail
+  // launch the rest (its index starts at `base`, the last argument of `<name>_tail`).
+  const size_t n = static_cast<size_t>(count);
+  const size_t main = count < kTailOnlyBelow ? 0 : n / kLocalSize * kLocalSize;
+  KernelArgSpec base;
+  base.kind = idx_ == "int" ? KernelArgSpec::Kind::kInt32 : KernelArgSpec::Kind::kInt64;
+  base.value = static_cast<int64_t>(main);
+  KernelSpec spec;
+  spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
+  spec.args = args_;
+  spec.launches.push_back(Launch{name, {main}, {kLocalSize}, {}});
+  spec.launches.push_back(
+      Launch{absl::StrCat(name, "_tail"), {RoundUp(n - main, kLocalSize)}, {kLocalSize}, {base}});
+  return spec;
+}
+
+KernelSpec Emitter::FinishGroups(absl::string_view prefix, int64_t groups, size_t local) {
+  const std::string params = absl::StrJoin(params_, ",\n    ");
+  std::string text = Helpers();
+  const std::string hash_input = absl::StrCat(idx_, text, params, "|groups ", local, "|", body_);
+  const std::string name =
+      absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
+  absl::StrAppend(&text, "__kernel __attribute__((reqd_work_group_size(", local, ", 1, 1))) void ",
+                  name, "(", params,
+                  ") {\n  const idx_t gid = get_group_id(0);\n"
+                  "  const int lane = (int)get_local_id(0);\n",
+                  body_, "}\n");
+  KernelSpec spec;
+  spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
+  spec.args = args_;
+  spec.launches.push_back(Launch{name, {static_cast<size_t>(groups) * local}, {local}, {}});
+  return spec;
+}
+
+std::string Emitter::EvalUncached(const Node& n, const Index& idx) {
+  if (auto it = values_.find(&n); it != values_.end()) return it->second;
+  const auto input = inputs_.find(&n);
+  const auto back = read_back_.find(&n);
+  if (input != inputs_.end() || back != read_back_.end()) {
+    std::string buf = back != read_back_.end() ? Buffer(back->second, n.dtype, true)
+                                               : Buffer(input->second, n.dtype, false);
+    if (vec_) return Assign(n.dtype, absl::StrCat("vload16(0, ", buf, " + ", Linear(idx, n), ")"));
+    return Assign(n.dtype, absl::StrCat(buf, "[", Linear(idx, n), "]"));
+  }
+  if (vec_) {
+    if (std::string v = EvalVector(n, idx); !v.empty()) return v;
+  }
+  const DType t = n.dtype;
+  switch (n.op) {
+    case Op::kConstant:
+      return Literal(n.value, t);
+    case Op::kIota:
+      return Assign(t, absl::StrCat("(", CType(t), ")(", Linear(idx, n), ")"));
+    case Op::kReshape:
+      return Eval(*n.operands[0], Index::Linear(Linear(idx, n)));
+    case Op::kPermute: {
+      std::vector<std::string> out = Multi(idx, n);
+      std::vector<std::string> in(out.size());
+      for (size_t i = 0; i < out.size(); ++i) in[n.args[i]] = out[i];
+      return Eval(*n.operands[0], Index::Multi(std::move(in)));
+    }
+    case Op::kExpand: {
+      std::vector<std::string> in = Multi(idx, n);
+      const Shape& s = n.operands[0]->shape;
+      for (size_t d = 0; d < in.size(); ++d) {
+        if (s[d] == 1) in[d] = "0";
+      }
+      return Eval(*n.operands[0], Index::Multi(std::move(in)));
+    }
+    case Op::kSlice: {
+      std::vector<std::string> in = Multi(idx, n);
+      for (size_t d = 0; d < in.size(); ++d) {
+        if (n.args[d] != 0)
+          in[d] = absl::StrCat("(", in[d], " + ", Sym(n.args[d], NodeKey("slice", n, d)), ")");
+      }
+      return Eval(*n.operands[0], Index::Multi(std::move(in)));
+    }
+    case Op::kPad:
+      return Pad(n, idx);
+    default:
+      return EvalElementwise(n, idx);
+  }
+}
+
+// Vector mode's own forms of a leaf, a broadcast and a division by one; empty for the rest,
+// which is shared with scalar code. Only what VectorFriendly admits reaches here.
+std::string Emitter::EvalVector(const Node& n, const Index& idx) {
+  const DType t = n.dtype;
+  if (n.op == Op::kConstant) return Assign(t, absl::StrCat("(float16)(", Literal(n.value, t), ")"));
+  if (n.op == Op::kDiv && n.operands[1]->op == Op::kExpand) {
+    // Division by a per-row value (softmax's sum): one reciprocal per row and a multiply
+    // per element; a vector divide costs ~10x a multiply. Within 1 ulp of the division.
+    std::string a = Eval(*n.operands[0], idx);
+    vec_ = false;
+    std::string row = Eval(*n.operands[1]->operands[0], Index::Linear(broadcast_row_));
+    vec_ = true;
+    return Assign(t, absl::StrCat(a, " * (1.0f / ", row, ")"));
+  }
+  if (n.op == Op::kExpand) {
+    vec_ = false;
+    std::string row = Eval(*n.operands[0], Index::Linear(broadcast_row_));
+    vec_ = true;
+    return Assign(t, absl::StrCat("(float16)(", row, ")"));
+  }
+  return "";
+}
+
+// Operands are evaluated last first, except a compare's: the order in which GCC happened to
+// evaluate the arguments of the expressions that op_expr.cpp's table replaced, kept so that
+// generated sources (and the program caches keyed on them) stayed the same. Now it is explicit,
+// and the same under every compiler.
+std::string Emitter::EvalElementwise(const Node& n, const Index& idx) {
+  LAZYCL_CHECK(ir::IsElementwise(n.op), "codegen: %s reached inside a fused kernel",
+               ir::OpName(n.op));
+  ExprArgs args;
+  args.dtype = n.dtype;
+  args.from = n.operands[0]->dtype;
+  args.cpu = cpu_;
+  args.vector = vec_;
+  args.x.resize(n.operands.size());
+  if (ir::Category(n.op) == ir::OpCategory::Compare) {
+    for (size_t i = 0; i < n.operands.size(); ++i) args.x[i] = Eval(*n.operands[i], idx);
+  } else {
+    for (size_t i = n.operands.size(); i-- > 0;) args.x[i] = Eval(*n.operands[i], idx);
+  }
+  std::vector<CpuMath> calls;
+  const std::string expr = OpExpr(n.op, args, &calls);
+  for (CpuMath f : calls) {
+    if (std::find(helpers_.begin(), helpers_.end(), f) == helpers_.end()) helpers_.push_back(f);
+  }
+  return Assign(n.dtype, expr);
+}
+
+std::string Emitter::Helpers() const {
+  std::string text;
+  for (CpuMath f : helpers_) absl::StrAppend(&text, CpuMathSource(f));
+  return text;
+}
+
+std::string Emitter::Pad(const Node& n, const Index& idx) {
+  const Node& x = *n.operands[0];
+  if (ir::NumElements(x.shape) == 0) return Zero(n.dtype);
+  std::vector<std::string> in = Multi(idx, n);
+  std::vector<std::string> conds;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (n.args[d] == 0 && x.shape[d] == n.shape[d]) continue;
+    if (x.shape[d] == 1) {
+      conds.push_back(absl::StrCat("(", in[d], " == ", Sym(n.args[d], NodeKey("pad", n, d)), ")"));
+      in[d] = "0";
+      continue;
+    }
+    std::string t = Var();
+    const std::string lo = Sym(n.args[d], NodeKey("pad", n, d));
+    const std::string size = Sym(x.shape[d], DimKey(&x, d));
+    Line(absl::StrCat("const ", idx_, " ", t, " = ", in[d], " - ", lo, ";"));
+    conds.push_back(absl::StrCat("(", t, " >= 0 && ", t, " < ", size, ")"));
+    std::string c = Var();
+    Line(absl::StrCat("const ", idx_, " ", c, " = ", t, " < 0 ? 0 : (", t, " >= ", size, " ? ",
+                      size, " - 1 : ", t, ");"));
+    in[d] = c;
+  }
+  std::string value = Eval(x, Index::Multi(std::move(in)));
+  if (conds.empty()) return value;
+  return Assign(n.dtype, absl::StrCat("(", absl::StrJoin(conds, " && "), ") ? ", value, " : ",
+                                      Zero(n.dtype)));
+}
+
+Emitter::DimRef Emitter::Find(DimRef r) {
+  while (true) {
+    auto it = parent_.find(r);
+    if (it == parent_.end() || it->second == r) return r;
+    r = it->second;
+  }
+}
+
+void Emitter::Union(DimRef a, DimRef b) {
+  a = Find(a);
+  b = Find(b);
+  if (a != b) parent_[b] = a;
+}
+
+// Buffers bound at run-time offsets may be larger than any extent seen here: 64 bits.
+std::string IndexType(const Node& root, const InputMap& inputs, const Target& target) {
+  if (target.bind_offsets) return "long";
+  int64_t largest = ir::NumElements(root.shape);
+  std::vector<const Node*> stack = {&root};
+  absl::flat_hash_map<const Node*, bool> seen;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (seen.contains(n)) continue;
+    seen[n] = true;
+    largest = std::max(largest, ir::NumElements(n->shape));
+    if (inputs.contains(n)) continue;
+    for (const ir::NodePtr& o : n->operands) stack.push_back(o.get());
+  }
+  return largest < (int64_t{1} << 31) - 1 ? "int" : "long";
+}
+
+bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
+                    size_t reduced_dims) {
+  if (n.dtype != DType::f32) return false;
+  if (inputs.contains(&n)) return true;
+  switch (n.op) {
+    case Op::kConstant:
+      return true;
+    case Op::kAdd:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kMaximum:
+    case Op::kMinimum:
+    case Op::kExp:
+    case Op::kSqrt:
+    case Op::kAbs:
+    case Op::kRelu:
+    case Op::kSigmoid:
+    case Op::kReshape:
+      for (const ir::NodePtr& o : n.operands) {
+        if (!VectorFriendly(*o, inputs, x_shape, reduced_dims)) return false;
+      }
+      return true;
+    case Op::kExpand: {
+      if (n.shape != x_shape) return false;
+      const Shape& s = n.operands[0]->shape;
+      const size_t kept = x_shape.size() - reduced_dims;
+      for (size_t d = 0; d < s.size(); ++d) {
+        if (d < kept ? s[d] != x_shape[d] : s[d] != 1) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+int64_t ArgBytes(const KernelSpec& spec) {
+  auto bytes = [](const std::vector<KernelArgSpec>& args) {
+    int64_t sum = 0;
+    for (const KernelArgSpec& a : args) {
+      const bool narrow = a.kind == KernelArgSpec::Kind::kInt32 ||
+                          (a.kind == KernelArgSpec::Kind::kOffset && !a.wide);
+      sum += narrow ? 4 : 8;
+    }
+    return sum;
+  };
+  int64_t extra = 0;
+  for (const Launch& launch : spec.launches) extra = std::max(extra, bytes(launch.extra_args));
+  return bytes(spec.args) + extra;
+}
+
+}  // namespace lazycl::kernels

@@ -1,0 +1,181 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "ir/ir.h"
+#include "kernels/codegen.h"
+#include "kernels/cpu_math.h"
+#include "kernels/plan.h"
+
+// The writer under every kernel strategy (emit_*.cpp): evaluates a fused expression at symbolic
+// indices, collecting the kernel's buffer and size arguments as it goes, and finishes the body
+// into a KernelSpec. What each op is in OpenCL C comes from op_expr.h; how a kernel loops and
+// what it stores is the strategy's.
+namespace lazycl::kernels {
+
+// Work-items per work-group of the indexed entry points (Emitter::FinishIndexed).
+constexpr size_t kLocalSize = 64;
+
+inline size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+// An index into a node's value: either one linear (row-major) index or one index per dim.
+struct Index {
+  bool linear = true;
+  std::string lin;
+  std::vector<std::string> dims;
+
+  static Index Linear(std::string lin) { return Index{true, std::move(lin), {}}; }
+  static Index Multi(std::vector<std::string> dims) { return Index{false, "", std::move(dims)}; }
+  std::string Key() const { return linear ? "L" + lin : "M" + absl::StrJoin(dims, ","); }
+};
+
+// Writes the body of one kernel. Each (node, index) pair is evaluated once per scope.
+class Emitter {
+ public:
+  Emitter(const InputMap& inputs, std::string idx_type, const Target& target)
+      : inputs_(inputs),
+        idx_(std::move(idx_type)),
+        bind_offsets_(target.bind_offsets),
+        cpu_(target.cpu) {}
+
+  const std::string& idx_type() const { return idx_; }
+  bool cpu() const { return cpu_; }
+
+  // A size, stride or offset: literals for 0 and 1 (which codegen may specialise on), an
+  // argument otherwise, one argument per `key`. Keys name structural roles (DimKey, "count"),
+  // never values, so that shapes of one structure share one source: [3, 4] and [4, 4] alike.
+  std::string Sym(int64_t v, const std::string& key);
+
+  // The kernel's parameter for `ref` (once per buffer), as an expression to index.
+  std::string Buffer(BufferRef ref, DType dtype, bool written);
+
+  std::string Var() { return absl::StrCat("v", next_var_++); }
+  // A line at the top of the body (declarations that later blocks assign).
+  void Prepend(absl::string_view s) { body_ = absl::StrCat(indent_, s, "\n", body_); }
+  void Line(absl::string_view s) { absl::StrAppend(&body_, indent_, s, "\n"); }
+  void Indent() { indent_ += "  "; }
+  void Dedent() { indent_.resize(indent_.size() - 2); }
+
+  // Scopes: values computed inside a loop are not visible after it.
+  absl::flat_hash_map<std::string, std::string> SaveScope() const { return memo_; }
+  void RestoreScope(absl::flat_hash_map<std::string, std::string> memo) { memo_ = std::move(memo); }
+
+  // Dims that the ops force to be equal (an elementwise op's operands and result, the kept
+  // dims of Expand, Permute and Reduce) are one class and share one size argument. Call before
+  // evaluating; `inputs` are not followed.
+  void UnifyDims(const ir::Node& root);
+
+  std::string DimKey(const ir::Node* n, size_t d);
+  std::vector<std::string> DimKeys(const ir::Node& n);
+
+  // `idx` as a linear index into a value of `shape` (dims named by `keys`), or as one index
+  // per dim.
+  std::string Linear(const Index& idx, const ir::Node& n) {
+    return Linear(idx, n.shape, DimKeys(n));
+  }
+  std::vector<std::string> Multi(const Index& idx, const ir::Node& n) {
+    return Multi(idx, n.shape, DimKeys(n));
+  }
+  std::string Linear(const Index& idx, const ir::Shape& shape,
+                     const std::vector<std::string>& keys);
+  std::vector<std::string> Multi(const Index& idx, const ir::Shape& shape,
+                                 const std::vector<std::string>& keys);
+
+  // The value of `n` at `idx`, as an expression (a variable name or a literal).
+  std::string Eval(const ir::Node& n, const Index& idx);
+
+  // From now on `n` is read from `ref`, which the kernel itself wrote at n's indices.
+  void ReadBack(const ir::Node& n, BufferRef ref) { read_back_[&n] = ref; }
+  // `n` is not evaluated but given: the expression `value`, whatever the index (a matmul's
+  // accumulator in its epilogue; a reduction computed earlier in a row kernel, read through a
+  // broadcast). Survives scopes. Set before UnifyDims, which then stops at `n`, or after it.
+  void SetValue(const ir::Node* n, std::string value) { values_[n] = std::move(value); }
+
+  // Vector mode: f32 values are float16, and a linear index i names elements i .. i + 15
+  // (VectorFriendly says which expressions can be evaluated this way). `broadcast_row` is the
+  // scalar index at which an Expand over the trailing `broadcast_dims` dims is read.
+  void SetVector(bool on, std::string broadcast_row = "", size_t broadcast_dims = 0) {
+    vec_ = on;
+    broadcast_row_ = std::move(broadcast_row);
+    broadcast_dims_ = broadcast_dims;
+  }
+
+  // The body as `static inline <ret> <name>(<leading>, <the collected parameters>)`, after the
+  // CPU maths it calls; the parameters and the arguments that pass them on are also defined as
+  // the macros LC_EPI_PARAMS and LC_EPI_ARGS (each empty or starting with a comma), for a
+  // template that calls the function. Returns the text; `args` receives the arguments in order.
+  std::string FinishFunction(absl::string_view ret, absl::string_view name,
+                             absl::string_view leading, std::vector<KernelArgSpec>* args);
+
+  // The body, written for the element index `gid`, becomes an inline function and two entry
+  // points, launched in this order: `<name>` for gid = get_global_id(0) with no bounds check,
+  // over the whole work-groups of kLocalSize items that fit in `count`, and `<name>_tail` for
+  // gid = base + get_global_id(0) while gid < count, over the rest (the unchecked launch is
+  // what PoCL needs to vectorise the loop over work-items). Small kernels run the tail alone.
+  // The kernel is named after its own text, so that the same code gets the same name (and
+  // source) whatever the shapes and in every process: the program caches key on the source.
+  KernelSpec FinishIndexed(absl::string_view prefix, int64_t count);
+
+  // The body, written for the group index `gid` and the lane `lane` (get_local_id) of
+  // work-groups of `local` items, becomes the kernel itself, launched as `groups` groups: the
+  // body may use barriers and __local memory. One launch: every group is whole.
+  KernelSpec FinishGroups(absl::string_view prefix, int64_t groups, size_t local);
+
+ private:
+  using DimRef = std::pair<const ir::Node*, size_t>;
+
+  std::string NodeKey(const char* what, const ir::Node& n, size_t d);
+  std::string Assign(DType dtype, const std::string& expr);
+  std::string EvalUncached(const ir::Node& n, const Index& idx);
+  std::string EvalVector(const ir::Node& n, const Index& idx);
+  std::string EvalElementwise(const ir::Node& n, const Index& idx);
+  std::string Pad(const ir::Node& n, const Index& idx);
+  // The CPU maths functions the body calls, each defined once, in order of first call.
+  std::string Helpers() const;
+  DimRef Find(DimRef r);
+  void Union(DimRef a, DimRef b);
+
+  const InputMap& inputs_;
+  absl::flat_hash_map<const ir::Node*, BufferRef> read_back_;
+  std::string idx_;
+  bool bind_offsets_;
+  bool cpu_;
+  bool vec_ = false;
+  std::string broadcast_row_;
+  size_t broadcast_dims_ = 0;
+  std::vector<CpuMath> helpers_;
+  std::vector<std::string> names_;
+  std::string body_;
+  std::string indent_ = "  ";
+  int next_var_ = 0;
+  std::vector<std::string> params_;
+  std::vector<KernelArgSpec> args_;
+  absl::flat_hash_map<DimRef, DimRef> parent_;
+  absl::flat_hash_map<std::string, std::string> syms_;
+  absl::flat_hash_map<std::string, int64_t> sym_values_;
+  absl::flat_hash_map<std::pair<int, int>, std::string> buffers_;
+  absl::flat_hash_map<std::string, std::string> memo_;
+  absl::flat_hash_map<std::string, std::vector<std::string>> delin_;
+  absl::flat_hash_map<const ir::Node*, std::string> values_;
+};
+
+// The index type of a kernel over `root`: "int" when every extent in it fits, which is faster
+// everywhere, "long" otherwise.
+std::string IndexType(const ir::Node& root, const InputMap& inputs, const Target& target);
+
+// Whether `x`, reduced over its trailing `reduced_dims` dims, can be evaluated 16 elements at a
+// time in Emitter's vector mode: f32 elementwise ops whose vector forms are plain OpenCL C,
+// reading inputs at x's own linear index, and Expands that only broadcast a per-row value
+// along the reduced dims (softmax's x - max).
+bool VectorFriendly(const ir::Node& n, const InputMap& inputs, const ir::Shape& x_shape,
+                    size_t reduced_dims);
+
+}  // namespace lazycl::kernels

@@ -1,0 +1,206 @@
+#include "kernels/op_expr.h"
+
+#include <cstddef>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "kernels/cl_text.h"
+
+namespace lazycl::kernels {
+namespace {
+
+using ir::Op;
+using Calls = std::vector<CpuMath>;
+
+#define LAZYCL_COUNT_OP(name, arity, category) +1
+constexpr size_t kOpCount = 0 LAZYCL_OPS(LAZYCL_COUNT_OP);
+#undef LAZYCL_COUNT_OP
+#define LAZYCL_COUNT_REDUCE(name, arity, category) \
+  +(ir::OpCategory::category == ir::OpCategory::Reduce ? 1 : 0)
+constexpr size_t kReduceCount = 0 LAZYCL_OPS(LAZYCL_COUNT_REDUCE);
+#undef LAZYCL_COUNT_REDUCE
+
+// Integer + - * wrap (host_eval.h). Signed overflow is undefined in OpenCL C, and the compiler
+// does exploit it once a constant is involved, so compute in the unsigned type and reinterpret.
+std::string Wrapping(const std::string& a, const char* op, const std::string& b, DType d) {
+  const char* u = d == DType::i32 ? "uint" : "ulong";
+  const char* s = d == DType::i32 ? "int" : "long";
+  return absl::StrCat("as_", s, "(as_", u, "(", a, ") ", op, " as_", u, "(", b, "))");
+}
+
+// + - *: wrapping for integers.
+std::string Arithmetic(const ExprArgs& a, const char* op) {
+  if (IsInt(a.dtype)) return Wrapping(a.x[0], op, a.x[1], a.dtype);
+  return absl::StrCat(a.x[0], " ", op, " ", a.x[1]);
+}
+
+std::string Call(const char* f, const ExprArgs& a) {
+  std::string text = absl::StrCat(f, "(", a.x[0]);
+  for (size_t i = 1; i < a.x.size(); ++i) absl::StrAppend(&text, ", ", a.x[i]);
+  return absl::StrCat(text, ")");
+}
+
+std::string Compare(const ExprArgs& a, const char* op) {
+  return absl::StrCat("(uchar)(", a.x[0], " ", op, " ", a.x[1], ")");
+}
+
+// The builtin on GPUs; on CPUs our own, whose definition the kernel then carries.
+const char* Builtin(const char* builtin, CpuMath own, const ExprArgs& a, Calls* calls) {
+  if (!a.cpu) return builtin;
+  calls->push_back(own);
+  return CpuMathName(own);
+}
+
+const char* Exp(const ExprArgs& a, Calls* calls) {
+  return Builtin("exp", a.vector ? CpuMath::kExp16 : CpuMath::kExp, a, calls);
+}
+
+std::string Convert(const std::string& x, DType from, DType to) {
+  if (from == to) return x;
+  if (to == DType::boolean) return absl::StrCat("(uchar)(", x, " != ", Zero(from), ")");
+  if (from == DType::f32 && to == DType::i32) return absl::StrCat("convert_int_sat(", x, ")");
+  if (from == DType::f32 && to == DType::i64) return absl::StrCat("convert_long_sat(", x, ")");
+  return absl::StrCat("(", CType(to), ")(", x, ")");
+}
+
+using ExprFn = std::string (*)(const ExprArgs&, Calls*);
+struct OpExprRow {
+  Op op;
+  ExprFn expr;  // nullptr: not an elementwise op
+};
+
+// Leaves, views, reductions and matmul are no expression: Emitter reads leaves and follows
+// views by index arithmetic, and the strategies (emit_*.cpp) write reductions and matmuls.
+// In vector mode (ExprArgs::vector) only the ops that VectorFriendly admits arrive.
+constexpr OpExprRow kOpExprs[] = {
+    {Op::kBuffer, nullptr},
+    {Op::kConstant, nullptr},
+    {Op::kIota, nullptr},
+    {Op::kExp,
+     [](const ExprArgs& a, Calls* c) { return absl::StrCat(Exp(a, c), "(", a.x[0], ")"); }},
+    {Op::kLog,
+     [](const ExprArgs& a, Calls* c) { return Call(Builtin("log", CpuMath::kLog, a, c), a); }},
+    {Op::kSqrt, [](const ExprArgs& a, Calls*) { return Call("sqrt", a); }},
+    {Op::kTanh,
+     [](const ExprArgs& a, Calls* c) { return Call(Builtin("tanh", CpuMath::kTanh, a, c), a); }},
+    {Op::kSigmoid,
+     [](const ExprArgs& a, Calls* c) {
+       return absl::StrCat("1.0f / (1.0f + ", Exp(a, c), "(-", a.x[0], "))");
+     }},
+    {Op::kRelu,
+     [](const ExprArgs& a, Calls*) {
+       if (a.vector) return absl::StrCat("fmax(", a.x[0], ", 0.0f)");
+       const std::string zero = Zero(a.dtype);
+       return absl::StrCat(a.x[0], " > ", zero, " ? ", a.x[0], " : ", zero);
+     }},
+    {Op::kAbs,
+     [](const ExprArgs& a, Calls*) {
+       if (a.dtype == DType::f32) return Call("fabs", a);
+       const std::string zero = Zero(a.dtype);
+       return absl::StrCat(a.x[0], " < ", zero, " ? ", Wrapping(zero, "-", a.x[0], a.dtype), " : ",
+                           a.x[0]);
+     }},
+    {Op::kSin, [](const ExprArgs& a, Calls*) { return Call("sin", a); }},
+    {Op::kCos, [](const ExprArgs& a, Calls*) { return Call("cos", a); }},
+    {Op::kNot, [](const ExprArgs& a, Calls*) { return absl::StrCat("(uchar)(!", a.x[0], ")"); }},
+    {Op::kCast, [](const ExprArgs& a, Calls*) { return Convert(a.x[0], a.from, a.dtype); }},
+    {Op::kAdd, [](const ExprArgs& a, Calls*) { return Arithmetic(a, "+"); }},
+    {Op::kMul, [](const ExprArgs& a, Calls*) { return Arithmetic(a, "*"); }},
+    {Op::kDiv, [](const ExprArgs& a, Calls*) { return absl::StrCat(a.x[0], " / ", a.x[1]); }},
+    {Op::kMaximum,
+     [](const ExprArgs& a, Calls*) { return Call(a.dtype == DType::f32 ? "fmax" : "max", a); }},
+    {Op::kMinimum,
+     [](const ExprArgs& a, Calls*) { return Call(a.dtype == DType::f32 ? "fmin" : "min", a); }},
+    {Op::kPow, [](const ExprArgs& a, Calls*) { return Call("pow", a); }},
+    {Op::kLt, [](const ExprArgs& a, Calls*) { return Compare(a, "<"); }},
+    {Op::kLe, [](const ExprArgs& a, Calls*) { return Compare(a, "<="); }},
+    {Op::kGt, [](const ExprArgs& a, Calls*) { return Compare(a, ">"); }},
+    {Op::kGe, [](const ExprArgs& a, Calls*) { return Compare(a, ">="); }},
+    {Op::kEq, [](const ExprArgs& a, Calls*) { return Compare(a, "=="); }},
+    {Op::kNe, [](const ExprArgs& a, Calls*) { return Compare(a, "!="); }},
+    {Op::kWhere,
+     [](const ExprArgs& a, Calls*) { return absl::StrCat(a.x[0], " ? ", a.x[1], " : ", a.x[2]); }},
+    {Op::kReshape, nullptr},
+    {Op::kPermute, nullptr},
+    {Op::kExpand, nullptr},
+    {Op::kSlice, nullptr},
+    {Op::kPad, nullptr},
+    {Op::kSum, nullptr},
+    {Op::kMax, nullptr},
+    {Op::kMatmul, nullptr},
+};
+static_assert(std::size(kOpExprs) == kOpCount, "one row per op of LAZYCL_OPS");
+
+// A reduction folds values with an infix operator or a function of two values.
+struct ReduceRow {
+  Op op;
+  const char* infix;         // "+": a + b, acc += v; nullptr: a function
+  const char* f32_function;  // fmax(a, b) for f32
+  const char* function;      // max(a, b) for the other dtypes
+  std::string (*identity)(DType);
+};
+
+constexpr ReduceRow kReduces[] = {
+    {Op::kSum, "+", nullptr, nullptr, [](DType t) { return Zero(t); }},
+    {Op::kMax, nullptr, "fmax", "max",
+     [](DType t) -> std::string {
+       switch (t) {
+         case DType::f32:
+           return "NAN";  // fmax skips NaN: the first value replaces it
+         case DType::i32:
+           return "INT_MIN";
+         case DType::i64:
+           return "LONG_MIN";
+         case DType::boolean:
+           return "((uchar)0)";
+       }
+       return "";
+     }},
+};
+static_assert(std::size(kReduces) == kReduceCount, "one row per reduction of LAZYCL_OPS");
+
+template <typename Row, size_t N>
+constexpr bool InOrder(const Row (&rows)[N], size_t first) {
+  for (size_t i = 0; i < N; ++i) {
+    if (static_cast<size_t>(rows[i].op) != first + i) return false;
+  }
+  return true;
+}
+static_assert(InOrder(kOpExprs, 0), "kOpExprs is in LAZYCL_OPS order");
+
+const ReduceRow& Reduction(Op op) {
+  for (const ReduceRow& row : kReduces) {
+    if (row.op == op) return row;
+  }
+  LAZYCL_CHECK(false, "codegen: %s is not a reduction", ir::OpName(op));
+  return kReduces[0];
+}
+
+}  // namespace
+
+std::string OpExpr(Op op, const ExprArgs& args, std::vector<CpuMath>* calls) {
+  const ExprFn expr = kOpExprs[static_cast<size_t>(op)].expr;
+  LAZYCL_CHECK(expr != nullptr, "codegen: %s reached inside a fused kernel", ir::OpName(op));
+  return expr(args, calls);
+}
+
+std::string ReduceIdentity(Op op, DType t) { return Reduction(op).identity(t); }
+
+std::string ReduceCombine(Op op, DType t, const std::string& a, const std::string& b,
+                          bool grouped) {
+  const ReduceRow& r = Reduction(op);
+  if (r.infix != nullptr) {
+    std::string text = absl::StrCat(a, " ", r.infix, " ", b);
+    return grouped ? absl::StrCat("(", text, ")") : text;
+  }
+  return absl::StrCat(t == DType::f32 ? r.f32_function : r.function, "(", a, ", ", b, ")");
+}
+
+std::string ReduceAccumulate(Op op, DType t, const std::string& acc, const std::string& v) {
+  const ReduceRow& r = Reduction(op);
+  if (r.infix != nullptr) return absl::StrCat(acc, " ", r.infix, "= ", v, ";");
+  return absl::StrCat(acc, " = ", ReduceCombine(op, t, acc, v), ";");
+}
+
+}  // namespace lazycl::kernels

@@ -1,0 +1,80 @@
+// Fast f32 maths for the CPU strategy, where PoCL's builtins are slow (log: ~100 ms over 2^24
+// floats against exp's ~5 ms) and do not vectorise with the loop over work-items. Straight-line
+// selects only, so that loop stays vectorisable.
+//
+// This file is not compiled as it stands: kernels/cpu_math.cpp copies each function that a
+// kernel calls, from its `static inline` line to its closing `}` line, in front of the kernel
+// (comments stay here). lc_exp16 is lc_exp with its types renamed to float16 and int16, so
+// lc_exp says `float` and `int` for its types only, and casts its constants to `float`.
+
+// lc_tanh: a rational x * P(x^2) / Q(x^2) of degrees 13 / 6, fitted by us to tanh on [0, 9]
+// (scripts/fit_tanh.py: minimax relative error, Cheney-Loeb differential correction polished by
+// an L^p fit with p up to 128; 1.34e-7 in exact arithmetic), x clamped to [-9, 9] where tanh
+// rounds to +-1 in f32. One division and no exp: PoCL's exp cost W1 as much as its memory
+// traffic. Max relative error in f32 3.32 * 2^-23 over every float (host emulation); the device
+// bound 4 * 2^-23 is enforced by tests/codegen_test.cpp. -0 stays -0, NaN stays NaN, +-inf
+// gives +-1.
+static inline float lc_tanh(float x) {
+  const float c = fmin(fmax(x, -9.0f), 9.0f);
+  const float s = c * c;
+  float p = 4.9320299037e-14f;
+  p = fma(p, s, -4.8425155547e-13f);
+  p = fma(p, s, -9.0319400030e-09f);
+  p = fma(p, s, 8.3836348042e-06f);
+  p = fma(p, s, 2.8392796580e-03f);
+  p = fma(p, s, 1.2847369738e-01f);
+  p = fma(p, s, 9.9999998595e-01f);
+  float q = 2.1604321225e-04f;
+  q = fma(q, s, 2.3442009168e-02f);
+  q = fma(q, s, 4.6180680223e-01f);
+  q = fma(q, s, 1.0f);
+  return isnan(x) ? x : p * c / q;
+}
+
+// lc_exp (and lc_exp16): Cephes expf (n = round(x / ln 2) by the 1.5 * 2^23 trick, r = x - n ln 2
+// in two parts, a degree-7 polynomial), then 2^n applied as two exact power-of-two factors so
+// that subnormal results are rounded once and overflow gives inf. x is clamped to [-110, 89]
+// (beyond: 0 and inf); NaN stays NaN. Branch-free, so PoCL vectorises it; its builtin exp cost
+// softmax's exp pass more than its memory traffic (softmax 8.7 -> 4.7 ms). Max relative error
+// measured 0.65 * 2^-23 (normal results; subnormal ones within 2^-149), bound 2^-23 enforced by
+// tests/codegen_test.cpp.
+static inline float lc_exp(float x) {
+  const float t = fmin(fmax(x, -110.0f), 89.0f);
+  const float k = fma(t, (float)(1.44269504088896341f), (float)(12582912.0f));
+  const float n = k - 12582912.0f;
+  float r = fma(n, (float)(-0.693359375f), t);
+  r = fma(n, (float)(2.12194440e-4f), r);
+  float p = (float)(1.9875691500e-4f);
+  p = fma(p, r, (float)(1.3981999507e-3f));
+  p = fma(p, r, (float)(8.3334519073e-3f));
+  p = fma(p, r, (float)(4.1665795894e-2f));
+  p = fma(p, r, (float)(1.6666665459e-1f));
+  p = fma(p, r, (float)(5.0000001201e-1f));
+  p = fma(p, r * r, r) + 1.0f;
+  const int ni = as_int(k) - 0x4B400000;
+  const int n1 = ni >> 1;
+  const float y = p * as_float((n1 + 127) << 23) * as_float((ni - n1 + 127) << 23);
+  return select(y, x, isnan(x));
+}
+
+// lc_log: Cephes logf (x = m * 2^e, m in [sqrt(1/2), sqrt(2)), a degree-9 polynomial in m - 1);
+// subnormals are scaled by 2^23 first; 0 -> -inf, negative -> NaN, inf -> inf, NaN -> NaN.
+static inline float lc_log(float x) {
+  const int sub = x < 1.17549435e-38f;
+  const float xs = sub ? x * 8388608.0f : x;
+  const int bits = as_int(xs);
+  const float m0 = as_float((bits & 0x007fffff) | 0x3f000000);
+  const int small = m0 < 0.707106781186547524f;
+  const float e = (float)(((bits >> 23) & 0xff) - 126 - (sub ? 23 : 0) - small);
+  const float f = (small ? m0 + m0 : m0) - 1.0f;
+  const float z = f * f;
+  float y = ((((((((7.0376836292e-2f * f - 1.1514610310e-1f) * f + 1.1676998740e-1f) * f -
+                 1.2420140846e-1f) * f + 1.4249322787e-1f) * f - 1.6668057665e-1f) * f +
+              2.0000714765e-1f) * f - 2.4999993993e-1f) * f + 3.3333331174e-1f) * f * z;
+  y += -2.12194440e-4f * e;
+  y += -0.5f * z;
+  float r = f + y + 0.693359375f * e;
+  r = x == INFINITY ? x : r;
+  r = x == 0.0f ? -INFINITY : r;
+  return (x < 0.0f || isnan(x)) ? NAN : r;
+}
