@@ -170,6 +170,7 @@ Tensor log(const Tensor& x) { return Unary(Op::kLog, x, "log", true); }
 Tensor sqrt(const Tensor& x) { return Unary(Op::kSqrt, x, "sqrt", true); }
 Tensor tanh(const Tensor& x) { return Unary(Op::kTanh, x, "tanh", true); }
 Tensor sigmoid(const Tensor& x) { return Unary(Op::kSigmoid, x, "sigmoid", true); }
+Tensor erf(const Tensor& x) { return Unary(Op::kErf, x, "erf", true); }
 Tensor relu(const Tensor& x) { return Unary(Op::kRelu, x, "relu", false); }
 Tensor abs(const Tensor& x) { return Unary(Op::kAbs, x, "abs", false); }
 Tensor sin(const Tensor& x) { return Unary(Op::kSin, x, "sin", true); }

@@ -92,6 +92,11 @@ constexpr VjpRow kVjpRows[] = {
                   Value v) { return Mul(g, Un(Op::kCos, v(n.operands[0]))); }},
     {Op::kCos, [](const Node& n, size_t, const NodePtr& g,
                   Value v) { return Neg(Mul(g, Un(Op::kSin, v(n.operands[0])))); }},
+    {Op::kErf,  // g 2/sqrt(pi) exp(-x^2)
+     [](const Node& n, size_t, const NodePtr& g, Value v) {
+       NodePtr x = v(n.operands[0]);
+       return Mul(g, Mul(Const(1.1283791670955126, g), Un(Op::kExp, Neg(Mul(x, x)))));
+     }},
     {Op::kNot, nullptr},
     {Op::kCast,  // only between floating dtypes
      [](const Node& n, size_t, const NodePtr& g, Value) -> NodePtr {

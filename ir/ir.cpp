@@ -60,6 +60,7 @@ constexpr DTypeRule kDTypeRules[] = {
     {Op::kAbs, Takes::kNumeric, Gives::kOperand},
     {Op::kSin, Takes::kFloating, Gives::kOperand},
     {Op::kCos, Takes::kFloating, Gives::kOperand},
+    {Op::kErf, Takes::kFloating, Gives::kOperand},
     {Op::kNot, Takes::kBool, Gives::kOperand, "logical_not"},
     {Op::kCast, Takes::kAny, Gives::kOperand},
     {Op::kAdd, Takes::kNumeric, Gives::kOperand},

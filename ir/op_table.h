@@ -30,6 +30,7 @@
   X(Abs, 1, Unary)      \
   X(Sin, 1, Unary)      \
   X(Cos, 1, Unary)      \
+  X(Erf, 1, Unary)      \
   X(Not, 1, Unary)      \
   X(Cast, 1, Unary)     \
   X(Add, 2, Binary)     \

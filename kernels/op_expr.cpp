@@ -103,6 +103,7 @@ constexpr OpExprRow kOpExprs[] = {
      }},
     {Op::kSin, [](const ExprArgs& a, Calls*) { return Call("sin", a); }},
     {Op::kCos, [](const ExprArgs& a, Calls*) { return Call("cos", a); }},
+    {Op::kErf, [](const ExprArgs& a, Calls*) { return Call("erf", a); }},
     {Op::kNot, [](const ExprArgs& a, Calls*) { return absl::StrCat("(uchar)(!", a.x[0], ")"); }},
     {Op::kCast, [](const ExprArgs& a, Calls*) { return Convert(a.x[0], a.from, a.dtype); }},
     {Op::kAdd, [](const ExprArgs& a, Calls*) { return Arithmetic(a, "+"); }},

@@ -431,6 +431,7 @@ constexpr HostRow kHostRows[] = {
      })},
     {Op::kSin, Scalar([](Float auto x) { return std::sin(x); })},
     {Op::kCos, Scalar([](Float auto x) { return std::cos(x); })},
+    {Op::kErf, Scalar([](Float auto x) { return std::erf(x); })},
     {Op::kNot, Scalar([](Boolean auto x) -> Bool { return x != 0 ? 0 : 1; })},
     {Op::kCast, &EvalCast},
     {Op::kAdd, Scalar([]<Number T>(T a, T b) { return Wrapping(std::plus<>(), a, b); })},

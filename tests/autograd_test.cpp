@@ -120,6 +120,7 @@ TEST(AutogradTest, UnaryOps) {
   Check([](auto& a) { return abs(a[0]); }, {x});
   Check([](auto& a) { return sin(a[0]); }, {x});
   Check([](auto& a) { return cos(a[0]); }, {x});
+  Check([](auto& a) { return erf(a[0]); }, {x});
   Check([](auto& a) { return -a[0]; }, {x});
 }
 

@@ -15,6 +15,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -87,8 +88,8 @@ struct Step {
   DType dtype = DType::f32;
 };
 
-const char* kUnaryNames[] = {"neg",     "exp(tanh)", "log(|x|+1)", "sqrt(|x|)", "tanh",
-                             "sigmoid", "relu",      "abs",        "sin",       "cos"};
+const char* kUnaryNames[] = {"neg",  "exp(tanh)", "log(|x|+1)", "sqrt(|x|)", "tanh", "sigmoid",
+                             "relu", "abs",       "sin",        "cos",       "erf"};
 const char* kBinaryNames[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow(|a|+.5,b)"};
 const char* kScalarNames[] = {"x+c", "c-x", "c*x", "x/c"};
 const char* kCompareNames[] = {"lt", "le", "gt", "ge", "eq", "ne"};
@@ -252,7 +253,7 @@ class Generator {
     if (r < 18) {
       Step s{Kind::kUnary};
       s.a = PickNumeric();
-      s.which = Uniform(0, 9);
+      s.which = Uniform(0, static_cast<int>(std::size(kUnaryNames)) - 1);
       s.shape = At(s.a).shape;
       // neg, relu and abs keep integers; the others compute in f32.
       const bool keeps = s.which == 0 || s.which == 6 || s.which == 7;
@@ -472,8 +473,10 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v) {
           return abs(a);
         case 8:
           return sin(a);
-        default:
+        case 9:
           return cos(a);
+        default:
+          return erf(a);
       }
     case Kind::kBinary: {
       const Tensor& b = v[s.b];

@@ -19,6 +19,7 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+Tensor erf(const Tensor& x);  // the Gauss error function
 Tensor relu(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sin(const Tensor& x);
