@@ -175,8 +175,18 @@ Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device, std::span<const OpI
   }
   std::shared_ptr<TensorImpl> impl = NewImpl(*std::move(node), device);
   if (record) RecordOp(impl, impl->node, inputs);
-  if (impl->node->pending > runtime::kMaxPendingNodes && !TraceScope::active())
-    base::ThrowIfError(Materialize({impl.get()}));
+  if (impl->node->pending > runtime::kMaxPendingNodes && !TraceScope::active()) {
+    // The user did not ask for this computation: say why it ran, so that an error from it
+    // (a placeholder read, most often) is not a mystery on an arithmetic line.
+    if (absl::Status s = Materialize({impl.get()}); !s.ok()) {
+      base::Throw(absl::Status(
+          s.code(),
+          absl::StrCat("this result's pending graph grew past ", runtime::kMaxPendingNodes,
+                       " nodes, so lazycl computed it now (an automatic cut that bounds "
+                       "memory; inside trace/call/scan graphs are not cut): ",
+                       s.message())));
+    }
+  }
   return Tensor(std::move(impl));
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "backend/host_memory.h"
 #include "base/dtype_table.h"
+#include "base/settings.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"
 #include "frontend/materialize.h"
@@ -16,6 +17,21 @@
 #include "runtime/devices.h"
 #include "runtime/executor.h"
 #include "runtime/storage.h"
+
+namespace lazycl::frontend {
+
+std::shared_ptr<TensorImpl> NewImpl(ir::NodePtr node, Device device, bool requires_grad) {
+  // Throws (and is tried again on the next call) while a variable is malformed.
+  static const bool settings_checked = (base::CurrentSettings(), true);
+  (void)settings_checked;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->node = std::move(node);
+  impl->device = device;
+  impl->requires_grad = requires_grad;
+  return impl;
+}
+
+}  // namespace lazycl::frontend
 
 namespace lazycl {
 

@@ -40,15 +40,10 @@ struct TensorImpl {
 namespace frontend {
 
 // The one way to make a TensorImpl: a tensor handle whose value is `node` on `device`, with no
-// gradient record (autograd.h adds one where an op needs it).
-inline std::shared_ptr<TensorImpl> NewImpl(ir::NodePtr node, Device device,
-                                           bool requires_grad = false) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->node = std::move(node);
-  impl->device = device;
-  impl->requires_grad = requires_grad;
-  return impl;
-}
+// gradient record (autograd.h adds one where an op needs it). The first call checks every
+// LAZYCL_* variable, whatever the device: a malformed value is an Error even in a program that
+// only ever makes host tensors.
+std::shared_ptr<TensorImpl> NewImpl(ir::NodePtr node, Device device, bool requires_grad = false);
 
 inline Tensor MakeTensor(ir::NodePtr node, Device device, bool requires_grad = false) {
   return Tensor(NewImpl(std::move(node), device, requires_grad));

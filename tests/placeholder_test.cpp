@@ -126,6 +126,28 @@ TEST_F(PlaceholderTest, ReadingFailsWithShapeAndDtype) {
   EXPECT_EQ(C("DeviceLiveBytes"), live_);
 }
 
+// Regression: a long chain of ops on a placeholder outside a trace hit the automatic graph cut,
+// and the arithmetic line threw the placeholder error without saying why anything ran there.
+TEST_F(PlaceholderTest, AutomaticCutOfAPlaceholderGraphSaysWhyItRan) {
+  Tensor p = placeholder({4}, DType::f32, kCl);
+  Tensor y = p;
+  int ops = 0;
+  try {
+    for (; ops < 10000; ++ops) y = y * 1.0001f + 0.5f;
+    ADD_FAILURE() << "no automatic cut in 10000 ops";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("placeholder"), std::string::npos) << what;
+    EXPECT_NE(what.find("[4]"), std::string::npos) << what;
+    EXPECT_NE(what.find("automatic cut"), std::string::npos) << what;
+    EXPECT_NE(what.find("512"), std::string::npos) << what;
+  }
+  EXPECT_GT(ops, 50);  // the cut comes after ~85 of these two-op steps
+  EXPECT_TRUE(p.is_placeholder());
+  EXPECT_EQ(C("KernelLaunches"), 0);
+  EXPECT_EQ(C("DeviceLiveBytes"), live_);
+}
+
 TEST_F(PlaceholderTest, HostPlaceholderFailsToReadOrUpload) {
   Tensor p = placeholder({3, 2}, DType::f32, Device::host());
   EXPECT_TRUE(p.is_placeholder());
