@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -46,7 +47,7 @@ BufferId BufferManager::Declare(size_t bytes, std::string label) {
   return id;
 }
 
-absl::Status BufferManager::OutOfMemory(size_t storage_bytes, std::string_view why) const {
+absl::Status BufferManager::OutOfMemory(int64_t storage_bytes, std::string_view why) const {
   std::string limit = limits_.memory_limit > 0 ? absl::StrCat(limits_.memory_limit,
                                                               " bytes (LAZYCL_DEVICE_MEMORY_LIMIT)")
                                                : std::string("none set");
@@ -57,26 +58,65 @@ absl::Status BufferManager::OutOfMemory(size_t storage_bytes, std::string_view w
 }
 
 void BufferManager::TrimPool() {
-  for (auto& [bytes, handles] : pool_) {
-    for (MemoryHandle handle : handles) memory_->Free(handle);
-  }
+  for (const Pooled& pooled : pooled_) memory_->Free(pooled.handle);
+  pooled_.clear();
   pool_.clear();
   if (pool_bytes_ != 0) base::metrics::Add("DevicePoolBytes", -pool_bytes_);
   pool_bytes_ = 0;
 }
 
+void BufferManager::FreeOldestPooled() {
+  const Pooled oldest = pooled_.front();
+  std::vector<std::list<Pooled>::iterator>& bin = pool_[oldest.bytes];
+  // A bin lists its buffers in pooling order, so the oldest of all is its bin's first.
+  LAZYCL_CHECK(!bin.empty() && bin.front() == pooled_.begin(), "pool bin %zu out of order",
+               oldest.bytes);
+  bin.erase(bin.begin());
+  if (bin.empty()) pool_.erase(oldest.bytes);
+  pooled_.pop_front();
+  memory_->Free(oldest.handle);
+  pool_bytes_ -= static_cast<int64_t>(oldest.bytes);
+  base::metrics::Add("DevicePoolBytes", -static_cast<int64_t>(oldest.bytes));
+}
+
+absl::Status BufferManager::MakeRoom(int64_t bytes) {
+  // Both caps count pooled storage, which the device holds too; it goes before an error does.
+  auto over = [bytes](int64_t cap, int64_t held) { return cap > 0 && held + bytes > cap; };
+  if (over(limits_.memory_limit, live_bytes_ + pool_bytes_) ||
+      over(limits_.global_mem_bytes, live_bytes_ + pool_bytes_)) {
+    TrimPool();
+  }
+  if (over(limits_.memory_limit, live_bytes_)) {
+    return OutOfMemory(bytes, "over LAZYCL_DEVICE_MEMORY_LIMIT");
+  }
+  if (over(limits_.global_mem_bytes, live_bytes_)) {
+    return OutOfMemory(bytes,
+                       absl::StrCat("over the device's global memory of ", limits_.global_mem_bytes,
+                                    " bytes (CL_DEVICE_GLOBAL_MEM_SIZE)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BufferManager::CheckRoom(std::span<const size_t> bytes) {
+  int64_t total = 0;
+  for (size_t request : bytes) {
+    const int64_t storage = static_cast<int64_t>(device_ ? PoolBinBytes(request) : request);
+    if (limits_.max_alloc_bytes > 0 && storage > limits_.max_alloc_bytes) {
+      return OutOfMemory(storage, absl::StrCat("above CL_DEVICE_MAX_MEM_ALLOC_SIZE of ",
+                                               limits_.max_alloc_bytes, " bytes"));
+    }
+    total += storage;
+  }
+  return MakeRoom(total);
+}
+
 absl::StatusOr<MemoryHandle> BufferManager::AllocateFromMemory(size_t storage_bytes) {
   const int64_t bytes = static_cast<int64_t>(storage_bytes);
   if (limits_.max_alloc_bytes > 0 && bytes > limits_.max_alloc_bytes) {
-    return OutOfMemory(storage_bytes, absl::StrCat("above CL_DEVICE_MAX_MEM_ALLOC_SIZE of ",
-                                                   limits_.max_alloc_bytes, " bytes"));
+    return OutOfMemory(bytes, absl::StrCat("above CL_DEVICE_MAX_MEM_ALLOC_SIZE of ",
+                                           limits_.max_alloc_bytes, " bytes"));
   }
-  if (limits_.memory_limit > 0 && live_bytes_ + pool_bytes_ + bytes > limits_.memory_limit) {
-    TrimPool();
-    if (live_bytes_ + bytes > limits_.memory_limit) {
-      return OutOfMemory(storage_bytes, "over LAZYCL_DEVICE_MEMORY_LIMIT");
-    }
-  }
+  if (absl::Status s = MakeRoom(bytes); !s.ok()) return s;
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<MemoryHandle> handle = memory_->Allocate(storage_bytes);
     if (handle.ok()) {
@@ -87,7 +127,7 @@ absl::StatusOr<MemoryHandle> BufferManager::AllocateFromMemory(size_t storage_by
       return handle;
     }
     if (!absl::IsResourceExhausted(handle.status())) return handle.status();
-    if (attempt > 0) return OutOfMemory(storage_bytes, base::StdSv(handle.status().message()));
+    if (attempt > 0) return OutOfMemory(bytes, base::StdSv(handle.status().message()));
     TrimPool();
   }
 }
@@ -97,9 +137,11 @@ absl::Status BufferManager::Allocate(Entry& entry) {
   // A 0-byte buffer still gets a handle from the memory, but costs nothing: it is never
   // counted, pooled or limited.
   const size_t storage = device_ ? PoolBinBytes(entry.bytes) : entry.bytes;
-  if (auto it = pool_.find(storage); storage > 0 && it != pool_.end() && !it->second.empty()) {
-    entry.handle = it->second.back();
+  if (auto it = pool_.find(storage); storage > 0 && it != pool_.end()) {
+    entry.handle = it->second.back()->handle;
+    pooled_.erase(it->second.back());
     it->second.pop_back();
+    if (it->second.empty()) pool_.erase(it);
     pool_bytes_ -= static_cast<int64_t>(storage);
     base::metrics::Add("DevicePoolBytes", -static_cast<int64_t>(storage));
   } else {
@@ -119,8 +161,13 @@ void BufferManager::Free(Entry& entry, bool to_pool) {
   const int64_t storage = static_cast<int64_t>(entry.storage_bytes);
   live_bytes_ -= storage;
   if (device_ && storage > 0) base::metrics::AddLiveBytes(-storage);
-  if (to_pool && device_ && storage > 0) {
-    pool_[entry.storage_bytes].push_back(entry.handle);
+  const bool fits = limits_.pool_limit < 0 || storage <= limits_.pool_limit;
+  if (to_pool && device_ && storage > 0 && fits) {
+    while (limits_.pool_limit >= 0 && pool_bytes_ + storage > limits_.pool_limit) {
+      FreeOldestPooled();
+    }
+    pooled_.push_back({entry.storage_bytes, entry.handle});
+    pool_[entry.storage_bytes].push_back(std::prev(pooled_.end()));
     pool_bytes_ += storage;
     base::metrics::Add("DevicePoolBytes", storage);
   } else {
@@ -145,7 +192,8 @@ absl::Status BufferManager::Upload(BufferId id, const void* src, size_t offset, 
       if (absl::Status s = Allocate(entry); !s.ok()) return s;
       nanos = memory_->CopyIn(entry.handle, offset, src, bytes);
       if (absl::IsResourceExhausted(nanos.status())) {
-        absl::Status oom = OutOfMemory(entry.storage_bytes, base::StdSv(nanos.status().message()));
+        absl::Status oom = OutOfMemory(static_cast<int64_t>(entry.storage_bytes),
+                                       base::StdSv(nanos.status().message()));
         Free(entry, /*to_pool=*/false);
         return oom;
       }

@@ -2,7 +2,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,9 +20,21 @@ namespace lazycl::backend {
 using BufferId = uint64_t;
 
 struct BufferLimits {
-  int64_t memory_limit = 0;     // > 0 caps live + pooled bytes (LAZYCL_DEVICE_MEMORY_LIMIT)
-  int64_t max_alloc_bytes = 0;  // > 0 caps one allocation (CL_DEVICE_MAX_MEM_ALLOC_SIZE)
+  int64_t memory_limit = 0;      // > 0 caps live + pooled bytes (LAZYCL_DEVICE_MEMORY_LIMIT)
+  int64_t max_alloc_bytes = 0;   // > 0 caps one allocation (CL_DEVICE_MAX_MEM_ALLOC_SIZE)
+  int64_t global_mem_bytes = 0;  // > 0 caps live + pooled bytes (CL_DEVICE_GLOBAL_MEM_SIZE)
+  int64_t pool_limit = -1;       // >= 0 caps pooled bytes (LAZYCL_DEVICE_POOL_LIMIT); < 0 none
 };
+
+// The pool bound of a device that reports `global_mem_bytes` when LAZYCL_DEVICE_POOL_LIMIT is
+// unset: an eighth of it, and at most 512 MiB. Pooled storage is memory nothing uses (on a CPU
+// device, host RAM taken from every other process), kept only to skip an allocation; the
+// eighth leaves the rest to live buffers on small devices, and the absolute cap stops a large
+// one parking gigabytes, where a fresh buffer's cost is small beside the work done in it.
+constexpr int64_t DefaultPoolLimit(int64_t global_mem_bytes) {
+  constexpr int64_t kMaxDefault = int64_t{512} << 20;
+  return global_mem_bytes / 8 < kMaxDefault ? global_mem_bytes / 8 : kMaxDefault;
+}
 
 // A buffer is *declared* (a size and a label, no memory), then *allocated* (storage obtained
 // when a kernel is about to write it or data is uploaded), and *written* once data is in it.
@@ -30,7 +44,9 @@ struct BufferLimits {
 // allocation too, live or pooled, and frees them all when it goes. It does the checks and the
 // accounting; for device memory (Memory::is_device) storage is rounded to PoolBinBytes, goes
 // back to a size-binned pool on Release, and every allocation and copy is counted in the
-// Device*/Transfer* metrics. Not thread-safe.
+// Device*/Transfer* metrics. The pool holds at most BufferLimits::pool_limit bytes: a release
+// that would pass it first frees the buffers pooled longest ago (a buffer bigger than the
+// whole bound is freed at once). Not thread-safe.
 class BufferManager {
  public:
   explicit BufferManager(std::unique_ptr<Memory> memory, BufferLimits limits = {});
@@ -53,6 +69,12 @@ class BufferManager {
   // ResourceExhausted when the memory (or BufferLimits) has no room.
   absl::Status PrepareWrite(BufferId id);
 
+  // OK when new storage for every request in `bytes` (buffers about to be allocated together)
+  // would fit within BufferLimits beside the live buffers, emptying the pool if that makes
+  // room; ResourceExhausted naming the sizes otherwise. Allocates nothing: it lets a caller fail
+  // before it starts work that needs all of them.
+  absl::Status CheckRoom(std::span<const size_t> bytes);
+
   // OK when the buffer holds data; FailedPrecondition naming it otherwise.
   absl::Status CheckReadable(BufferId id) const;
 
@@ -73,7 +95,7 @@ class BufferManager {
   void* Data(BufferId id);
   const void* Data(BufferId id) const;
 
-  // Frees every pooled allocation back to the memory.
+  // Frees every pooled allocation back to the memory (what lazycl::empty_cache() does).
   void TrimPool();
 
   // Bytes of storage held by this manager's live buffers, the most at once, and pooled.
@@ -97,16 +119,28 @@ class BufferManager {
   // Memory::Allocate of `storage_bytes` within BufferLimits, emptying the pool and trying once more
   // when the memory is out of room.
   absl::StatusOr<MemoryHandle> AllocateFromMemory(size_t storage_bytes);
+  // OK when `bytes` more of storage fits within the memory limit and the device's global
+  // memory beside the live buffers, emptying the pool first when only that makes room.
+  absl::Status MakeRoom(int64_t bytes);
   // Returns the storage of `entry` to the pool, or to the memory when `to_pool` is false.
   void Free(Entry& entry, bool to_pool);
-  absl::Status OutOfMemory(size_t storage_bytes, std::string_view why) const;
+  // Frees the buffer pooled longest ago.
+  void FreeOldestPooled();
+  absl::Status OutOfMemory(int64_t storage_bytes, std::string_view why) const;
 
   std::unique_ptr<Memory> memory_;
   const bool device_;  // memory_->is_device(): pooled and counted in the Device* metrics
   const BufferLimits limits_;
 
   absl::flat_hash_map<BufferId, Entry> entries_;
-  absl::flat_hash_map<size_t, std::vector<MemoryHandle>> pool_;  // free storage by bytes
+  // Free storage: `pooled_` in the order it was pooled (oldest first), and `pool_` indexing it
+  // by bytes, each bin oldest first. Reuse takes a bin's newest; the bound frees the oldest.
+  struct Pooled {
+    size_t bytes;
+    MemoryHandle handle;
+  };
+  std::list<Pooled> pooled_;
+  absl::flat_hash_map<size_t, std::vector<std::list<Pooled>::iterator>> pool_;
   int64_t live_bytes_ = 0;
   int64_t peak_bytes_ = 0;
   int64_t pool_bytes_ = 0;

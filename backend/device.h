@@ -60,8 +60,9 @@ class Device {
   static absl::StatusOr<std::vector<PlatformDesc>> Enumerate();
 
   // Opens candidate `index` of SelectDevices(Enumerate(), settings): a context and an in-order
-  // queue with profiling enabled, a buffer manager honouring settings.device_memory_limit, and
-  // a program cache on settings.kernel_cache_dir.
+  // queue with profiling enabled, a buffer manager honouring settings.device_memory_limit, the
+  // device's global memory and the pool bound (settings.device_pool_limit, else
+  // DefaultPoolLimit), and a program cache on settings.kernel_cache_dir.
   static absl::StatusOr<std::unique_ptr<Device>> Open(const base::Settings& settings,
                                                       int index = 0);
 

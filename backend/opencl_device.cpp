@@ -124,7 +124,8 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
                           impl->device.getInfo<CL_DEVICE_HOST_UNIFIED_MEMORY>() == CL_TRUE;
   impl->buffers = std::make_unique<BufferManager>(
       std::make_unique<OpenClMemory>(impl->context, impl->queue, host_pages),
-      BufferLimits{settings.device_memory_limit, info.max_alloc_bytes});
+      BufferLimits{settings.device_memory_limit, info.max_alloc_bytes, info.global_mem_bytes,
+                   settings.device_pool_limit.value_or(DefaultPoolLimit(info.global_mem_bytes))});
   impl->programs = std::make_unique<ProgramCache>(
       impl->context, impl->device,
       ProgramCacheIdentity{info.platform_name, info.device_name, info.driver_version},

@@ -123,6 +123,12 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
     settings.device_memory_limit = *bytes;
   }
 
+  if (auto v = Get(lookup, "LAZYCL_DEVICE_POOL_LIMIT")) {
+    absl::StatusOr<int64_t> bytes = ParseBytes("LAZYCL_DEVICE_POOL_LIMIT", *v);
+    if (!bytes.ok()) return bytes.status();
+    settings.device_pool_limit = *bytes;  // 0 is meaningful: pool nothing
+  }
+
   if (auto v = Get(lookup, "LAZYCL_CODEGEN")) {
     static constexpr std::string_view kNames[] = {"auto", "cpu", "gpu"};
     static constexpr CodegenStrategy kValues[] = {CodegenStrategy::kAuto, CodegenStrategy::kCpu,

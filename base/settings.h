@@ -28,6 +28,9 @@ struct Settings {
   std::string dump_dir;          // LAZYCL_DUMP_DIR: "" = no dumps
   TransferGuard transfer_guard = TransferGuard::kAllow;  // LAZYCL_TRANSFER_GUARD
   int64_t device_memory_limit = 0;  // LAZYCL_DEVICE_MEMORY_LIMIT in bytes (K/M/G suffix); 0 = none
+  // LAZYCL_DEVICE_POOL_LIMIT in bytes (K/M/G suffix): the most free device memory a device keeps
+  // pooled for reuse; 0 pools nothing. Unset: kDefaultPoolLimit of the device (backend/device.h).
+  std::optional<int64_t> device_pool_limit;
   CodegenStrategy codegen = CodegenStrategy::kAuto;  // LAZYCL_CODEGEN: auto, cpu or gpu
 };
 

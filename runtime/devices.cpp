@@ -42,4 +42,9 @@ backend::Device& OpenClDevice(int index) {
   return *raw;
 }
 
+void EmptyPools() {
+  std::lock_guard<std::mutex> lock(DevicesMutex());
+  for (auto& [index, device] : Devices()) device->buffers().TrimPool();
+}
+
 }  // namespace lazycl::runtime

@@ -10,4 +10,8 @@ namespace lazycl::runtime {
 // OpenCL candidate `index` (see lazycl::Device); throws lazycl::Error when it cannot be opened.
 backend::Device& OpenClDevice(int index);
 
+// Frees the pooled (free, kept for reuse) buffers of every OpenCL device opened so far; live
+// buffers are untouched. Opens nothing.
+void EmptyPools();
+
 }  // namespace lazycl::runtime

@@ -139,10 +139,14 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
   const Device where = Device::opencl(device_index);
   std::vector<Binding> params;
   for (auto& storage : built.params) params.push_back({storage, 0});
+  // Every result is live at the end: a graph whose results cannot all fit fails before any
+  // kernel runs, rather than after filling the device with the first ones.
+  const std::vector<size_t>& result_bytes = OutputBytes(**plan);
+  if (absl::Status s = buffers.CheckRoom(result_bytes); !s.ok()) return s;
   std::vector<Binding> results;
   for (size_t k = 0; k < outputs.size(); ++k) {
     results.push_back(
-        {std::make_shared<ir::Storage>(where, &buffers, OutputBytes(**plan)[k],
+        {std::make_shared<ir::Storage>(where, &buffers, result_bytes[k],
                                        absl::StrCat("result ", dtype_name(outputs[k]->dtype),
                                                     ir::ShapeString(outputs[k]->shape))),
          0});

@@ -321,5 +321,93 @@ TEST(BufferManagerRetryTest, CopyOutOfRoomRetriesOnFreshStorageOnly) {
   buffers.Release(b);
 }
 
+// Regression: the pool kept every released buffer, so a sweep through growing sizes left one
+// buffer in each bin it passed (~12x the largest buffer, all unused).
+TEST(BufferManagerPoolTest, BoundFreesOldestPooledFirst) {
+  auto owned = std::make_unique<TightMemory>();
+  TightMemory& memory = *owned;
+  BufferManager buffers(std::move(owned), BufferLimits{.pool_limit = 3 * 1024});
+  std::vector<BufferId> ids;
+  for (size_t bytes : {1024, 1024, 768, 1024}) {
+    ids.push_back(buffers.Declare(bytes, "b"));
+    ASSERT_TRUE(buffers.PrepareWrite(ids.back()).ok());
+  }
+  const MemoryHandle first = buffers.Handle(ids[0]);
+  const MemoryHandle third = buffers.Handle(ids[2]);
+  for (BufferId id : ids) buffers.Release(id);
+  // 1024 + 1024 + 768 fit; the fourth release frees the first (the oldest), not the third.
+  EXPECT_EQ(memory.frees, 1);
+  EXPECT_EQ(buffers.pool_bytes(), 1024 + 768 + 1024);
+  BufferId again = buffers.Declare(768, "again");
+  ASSERT_TRUE(buffers.PrepareWrite(again).ok());
+  EXPECT_EQ(buffers.Handle(again), third);
+  EXPECT_NE(buffers.Handle(again), first);
+  buffers.Release(again);
+
+  // A buffer bigger than the whole bound is freed at once and leaves the pool as it was.
+  BufferId big = buffers.Declare(4096, "big");
+  ASSERT_TRUE(buffers.PrepareWrite(big).ok());
+  const int64_t pooled = buffers.pool_bytes();
+  const int frees = memory.frees;
+  buffers.Release(big);
+  EXPECT_EQ(memory.frees, frees + 1);
+  EXPECT_EQ(buffers.pool_bytes(), pooled);
+  buffers.TrimPool();
+  EXPECT_EQ(buffers.pool_bytes(), 0);
+}
+
+TEST(BufferManagerPoolTest, ZeroBoundPoolsNothing) {
+  auto owned = std::make_unique<TightMemory>();
+  TightMemory& memory = *owned;
+  BufferManager buffers(std::move(owned), BufferLimits{.pool_limit = 0});
+  BufferId a = buffers.Declare(1000, "a");
+  ASSERT_TRUE(buffers.PrepareWrite(a).ok());
+  buffers.Release(a);
+  EXPECT_EQ(memory.frees, 1);
+  EXPECT_EQ(buffers.pool_bytes(), 0);
+}
+
+// Regression: 6 GiB of live buffers were accepted on a device reporting 4.6 GiB.
+TEST(BufferManagerPoolTest, LiveBytesAreCappedByGlobalMemory) {
+  BufferManager buffers(std::make_unique<TightMemory>(), BufferLimits{.global_mem_bytes = 1 << 20});
+  BufferId a = buffers.Declare(512 << 10, "a");
+  ASSERT_TRUE(buffers.PrepareWrite(a).ok());
+  buffers.Release(a);  // pooled: held on the device, so it counts until trimmed
+  BufferId b = buffers.Declare(768 << 10, "b");
+  ASSERT_TRUE(buffers.PrepareWrite(b).ok());
+  EXPECT_EQ(buffers.pool_bytes(), 0);
+
+  BufferId c = buffers.Declare(512 << 10, "c");
+  absl::Status s = buffers.PrepareWrite(c);
+  ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_TRUE(Has(s, "requested 524288 bytes")) << s;
+  EXPECT_TRUE(Has(s, "live 786432 bytes")) << s;
+  EXPECT_TRUE(Has(s, "global memory of 1048576 bytes")) << s;
+  EXPECT_FALSE(buffers.IsAllocated(c));
+  buffers.Release(b);
+  ASSERT_TRUE(buffers.PrepareWrite(c).ok());
+  buffers.Release(c);
+}
+
+TEST(BufferManagerPoolTest, CheckRoomSumsRequestsAndAllocatesNothing) {
+  auto owned = std::make_unique<TightMemory>();
+  TightMemory& memory = *owned;
+  BufferManager buffers(std::move(owned),
+                        BufferLimits{.max_alloc_bytes = 512 << 10, .global_mem_bytes = 1 << 20});
+  const std::vector<size_t> fits = {256 << 10, 512 << 10};
+  EXPECT_TRUE(buffers.CheckRoom(fits).ok());
+  const std::vector<size_t> too_many = {512 << 10, 512 << 10, 100};
+  absl::Status s = buffers.CheckRoom(too_many);
+  ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_TRUE(Has(s, "requested 1048832 bytes")) << s;
+  EXPECT_TRUE(Has(s, "global memory of 1048576 bytes")) << s;
+  const std::vector<size_t> too_big = {(512 << 10) + 1};
+  absl::Status big = buffers.CheckRoom(too_big);
+  ASSERT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << big;
+  EXPECT_TRUE(Has(big, "CL_DEVICE_MAX_MEM_ALLOC_SIZE")) << big;
+  EXPECT_EQ(buffers.live_bytes(), 0);
+  EXPECT_EQ(memory.frees, 0);
+}
+
 }  // namespace
 }  // namespace lazycl::backend

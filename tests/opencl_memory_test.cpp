@@ -1,11 +1,13 @@
 #include "backend/opencl_memory.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backend/buffer_manager.h"
 #include "backend/device.h"
 #include "backend/pool_bins.h"
@@ -135,6 +137,76 @@ TEST(OpenClMemoryLimitTest, TrimsPoolThenFailsCleanly) {
   buffers.Release(b);
   ASSERT_TRUE(buffers.PrepareWrite(c).ok());
   buffers.Release(c);
+}
+
+// One buffer at a time from 256 KiB to 64 MiB in 256 KiB steps, each released before the next:
+// the pool's peak and what it keeps after. Storage is obtained but never touched.
+int64_t SweepPoolPeak(BufferManager& buffers) {
+  int64_t peak = 0;
+  for (size_t bytes = 256 << 10; bytes <= (64 << 20); bytes += 256 << 10) {
+    BufferId id = buffers.Declare(bytes, "sweep");
+    EXPECT_TRUE(buffers.PrepareWrite(id).ok());
+    buffers.Release(id);
+    peak = std::max(peak, buffers.pool_bytes());
+  }
+  return peak;
+}
+
+// Regression: the sweep left 822 MB pooled (one buffer in each of the 48 bins it passed) with
+// nothing live, whatever the device's size.
+TEST(OpenClMemoryPoolTest, SweepStaysUnderDefaultBoundAndTrimsToZero) {
+  std::unique_ptr<Device> device = test::OpenDeviceWithTempCache();
+  ASSERT_NE(device, nullptr);
+  const int64_t bound = DefaultPoolLimit(device->info().global_mem_bytes);
+  EXPECT_LE(bound, int64_t{512} << 20);
+  EXPECT_LE(bound, device->info().global_mem_bytes / 8);
+  const int64_t pool = C("DevicePoolBytes");
+  EXPECT_LE(SweepPoolPeak(device->buffers()), bound);
+  EXPECT_EQ(device->buffers().live_bytes(), 0);
+  EXPECT_EQ(C("DevicePoolBytes"), pool + device->buffers().pool_bytes());
+  device->buffers().TrimPool();
+  EXPECT_EQ(device->buffers().pool_bytes(), 0);
+  EXPECT_EQ(C("DevicePoolBytes"), pool);
+}
+
+TEST(OpenClMemoryPoolTest, SweepStaysUnderPoolLimitVariable) {
+  std::unique_ptr<Device> device =
+      test::OpenDeviceWithTempCache({{"LAZYCL_DEVICE_POOL_LIMIT", "8MiB"}});
+  ASSERT_NE(device, nullptr);
+  EXPECT_LE(SweepPoolPeak(device->buffers()), int64_t{8} << 20);
+  EXPECT_GT(device->buffers().pool_bytes(), 0);  // what fits is still pooled
+  device->buffers().TrimPool();
+}
+
+// Regression: live buffers were checked against LAZYCL_DEVICE_MEMORY_LIMIT only, never against
+// the device's CL_DEVICE_GLOBAL_MEM_SIZE. Storage is obtained but never touched, so no RAM is
+// committed for it.
+TEST(OpenClMemoryPoolTest, LiveBytesPastGlobalMemoryAreResourceExhausted) {
+  std::unique_ptr<Device> device = test::OpenDeviceWithTempCache();
+  ASSERT_NE(device, nullptr);
+  BufferManager& buffers = device->buffers();
+  const int64_t global = device->info().global_mem_bytes;
+  // A power of two is its own pool bin, so each buffer obtains exactly `each` bytes.
+  const size_t each =
+      std::bit_floor(static_cast<size_t>(std::min(device->info().max_alloc_bytes, global / 2)));
+  std::vector<BufferId> ids;
+  absl::Status s;
+  while (s.ok() && ids.size() < 16) {
+    ids.push_back(buffers.Declare(each, "big"));
+    s = buffers.PrepareWrite(ids.back());
+  }
+  ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  const std::string message(s.message());
+  EXPECT_NE(message.find(absl::StrCat("requested ", each, " bytes")), std::string::npos) << s;
+  EXPECT_NE(message.find(absl::StrCat("live ", buffers.live_bytes(), " bytes")), std::string::npos)
+      << s;
+  EXPECT_NE(message.find(absl::StrCat("global memory of ", global, " bytes")), std::string::npos)
+      << s;
+  EXPECT_LE(buffers.live_bytes(), global);
+  EXPECT_GT(buffers.live_bytes() + static_cast<int64_t>(each), global);
+  for (BufferId id : ids) buffers.Release(id);
+  buffers.TrimPool();
+  EXPECT_EQ(buffers.live_bytes(), 0);
 }
 
 TEST(PoolBinsTest, BinsAreEightStepsPerPowerOfTwo) {

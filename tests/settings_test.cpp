@@ -131,6 +131,20 @@ TEST(SettingsTest, ZeroMemoryLimitIsAnError) {
   }
 }
 
+TEST(SettingsTest, PoolLimitIsBytesAndZeroMeansNoPool) {
+  EXPECT_FALSE(Parse({})->device_pool_limit.has_value());
+  EXPECT_EQ(Parse({{"LAZYCL_DEVICE_POOL_LIMIT", "64M"}})->device_pool_limit, int64_t{64} << 20);
+  EXPECT_EQ(Parse({{"LAZYCL_DEVICE_POOL_LIMIT", "1GiB"}})->device_pool_limit, int64_t{1} << 30);
+  EXPECT_EQ(Parse({{"LAZYCL_DEVICE_POOL_LIMIT", "0"}})->device_pool_limit, 0);
+  for (const char* bad : {"some", "8X", "-1", "0.5G"}) {
+    absl::StatusOr<base::Settings> s = Parse({{"LAZYCL_DEVICE_POOL_LIMIT", bad}});
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(Message(s.status()).find("LAZYCL_DEVICE_POOL_LIMIT"), std::string::npos);
+    EXPECT_NE(Message(s.status()).find(bad), std::string::npos);
+  }
+}
+
 TEST(SettingsTest, Codegen) {
   EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "gpu"}})->codegen, base::CodegenStrategy::kGpu);
   EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "CPU"}})->codegen, base::CodegenStrategy::kCpu);

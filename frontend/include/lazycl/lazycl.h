@@ -8,6 +8,7 @@
 #include "lazycl/error.h"
 #include "lazycl/factories.h"
 #include "lazycl/function.h"
+#include "lazycl/memory.h"
 #include "lazycl/metrics.h"
 #include "lazycl/ops.h"
 #include "lazycl/tensor.h"
