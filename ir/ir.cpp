@@ -50,6 +50,7 @@ struct DTypeRule {
 constexpr DTypeRule kDTypeRules[] = {
     {Op::kBuffer, Takes::kAny, Gives::kOperand},
     {Op::kConstant, Takes::kAny, Gives::kOperand},
+    {Op::kScalar, Takes::kAny, Gives::kOperand},
     {Op::kIota, Takes::kAny, Gives::kOperand},
     {Op::kExp, Takes::kFloating, Gives::kOperand},
     {Op::kLog, Takes::kFloating, Gives::kOperand},
@@ -125,8 +126,8 @@ DType Result(Op op, DType operand) {
 }
 
 // Fills in the hash and the pending count of a node whose other fields are set. The hash
-// covers op, dtype, shape, args, the Constant value and the operands' hashes; the Constant
-// value is tagged so that an absent value never collides with a present one.
+// covers op, dtype, shape, args, the Constant value (not a Scalar's) and the operands' hashes;
+// the Constant value is tagged so that an absent value never collides with a present one.
 NodePtr Finish(Node node) {
   uint64_t h =
       absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape, node.args);
@@ -176,7 +177,8 @@ std::string NodeString(const Node& node) {
   std::string s =
       absl::StrCat(OpName(node.op), " ", dtype_name(node.dtype), ShapeString(node.shape));
   if (!node.args.empty()) absl::StrAppend(&s, " args=(", absl::StrJoin(node.args, ","), ")");
-  if (node.op == Op::kConstant) absl::StrAppend(&s, " value=", node.value);
+  if (node.op == Op::kConstant || node.op == Op::kScalar)
+    absl::StrAppend(&s, " value=", node.value);
   return s;
 }
 
@@ -189,13 +191,15 @@ NodePtr MakeBuffer(std::shared_ptr<Storage> storage, DType dtype, Shape shape) {
   return Finish(std::move(n));
 }
 
-NodePtr MakeConstant(double value, DType dtype, Shape shape) {
+namespace {
+
+// A Constant or Scalar leaf. The value is stored as the dtype will hold it: integers truncate
+// toward zero and saturate (NaN becomes 0), as a cast does.
+NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
   Node n;
-  n.op = Op::kConstant;
+  n.op = op;
   n.dtype = dtype;
   n.shape = std::move(shape);
-  // The value is stored as the dtype will hold it: integers truncate toward zero and saturate
-  // (NaN becomes 0), as a cast does.
   if (dtype == DType::boolean) value = value != 0 ? 1 : 0;
   if (is_integral(dtype)) {
     const double lo = dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
@@ -210,6 +214,16 @@ NodePtr MakeConstant(double value, DType dtype, Shape shape) {
   }
   n.value = value;
   return Finish(std::move(n));
+}
+
+}  // namespace
+
+NodePtr MakeConstant(double value, DType dtype, Shape shape) {
+  return MakeFill(Op::kConstant, value, dtype, std::move(shape));
+}
+
+NodePtr MakeScalar(double value, DType dtype, Shape shape) {
+  return MakeFill(Op::kScalar, value, dtype, std::move(shape));
 }
 
 NodePtr MakeIota(DType dtype, int64_t n_elements) {
