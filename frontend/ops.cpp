@@ -192,8 +192,10 @@ Tensor div(const Tensor& a, const Tensor& b) { return Binary(Op::kDiv, a, b, "di
 Tensor maximum(const Tensor& a, const Tensor& b) { return Binary(Op::kMaximum, a, b, "maximum"); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return Binary(Op::kMinimum, a, b, "minimum"); }
 Tensor pow(const Tensor& a, const Tensor& b) { return Binary(Op::kPow, a, b, "pow"); }
-// An exponent of exactly 2 stays baked: the compiler turns pow(x, 2.0f) into x * x, which a
-// kernel argument would not allow. Every other exponent is an argument.
+// An exponent of exactly 2 stays baked: measured on PoCL (4M f32 elements, CPU and GPU codegen),
+// pow(x, 2) with the literal runs in ~525 ms, with 2 as an argument in ~605 ms (the compiler
+// specialises pow for a known exponent, though not into x * x, which takes 0.65 ms). Every other
+// exponent is an argument.
 Tensor pow(const Tensor& a, double exponent) {
   return Binary(Op::kPow, a, Scalar(exponent, a, /*bake=*/exponent == 2), "pow");
 }
