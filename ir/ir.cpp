@@ -142,6 +142,29 @@ NodePtr Finish(Node node) {
   return std::make_shared<const Node>(std::move(node));
 }
 
+// A Constant or Scalar leaf. The value is stored as the dtype will hold it: integers truncate
+// toward zero and saturate (NaN becomes 0), as a cast does.
+NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
+  Node n;
+  n.op = op;
+  n.dtype = dtype;
+  n.shape = std::move(shape);
+  if (dtype == DType::boolean) value = value != 0 ? 1 : 0;
+  if (is_integral(dtype)) {
+    const double lo = dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+    // The largest double below 2^63: 2^63 itself does not fit in an int64.
+    const double hi = dtype == DType::i32 ? 2147483647.0 : 9223372036854774784.0;
+    value = std::isnan(value) ? 0 : std::trunc(std::clamp(value, lo, hi));
+  }
+  if (dtype == DType::f32 && std::isfinite(value)) {
+    value = std::fabs(value) > std::numeric_limits<float>::max()
+                ? std::copysign(INFINITY, value)
+                : static_cast<double>(static_cast<float>(value));
+  }
+  n.value = value;
+  return Finish(std::move(n));
+}
+
 }  // namespace
 
 Node::~Node() {
@@ -190,33 +213,6 @@ NodePtr MakeBuffer(std::shared_ptr<Storage> storage, DType dtype, Shape shape) {
   n.storage = std::move(storage);
   return Finish(std::move(n));
 }
-
-namespace {
-
-// A Constant or Scalar leaf. The value is stored as the dtype will hold it: integers truncate
-// toward zero and saturate (NaN becomes 0), as a cast does.
-NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
-  Node n;
-  n.op = op;
-  n.dtype = dtype;
-  n.shape = std::move(shape);
-  if (dtype == DType::boolean) value = value != 0 ? 1 : 0;
-  if (is_integral(dtype)) {
-    const double lo = dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
-    // The largest double below 2^63: 2^63 itself does not fit in an int64.
-    const double hi = dtype == DType::i32 ? 2147483647.0 : 9223372036854774784.0;
-    value = std::isnan(value) ? 0 : std::trunc(std::clamp(value, lo, hi));
-  }
-  if (dtype == DType::f32 && std::isfinite(value)) {
-    value = std::fabs(value) > std::numeric_limits<float>::max()
-                ? std::copysign(INFINITY, value)
-                : static_cast<double>(static_cast<float>(value));
-  }
-  n.value = value;
-  return Finish(std::move(n));
-}
-
-}  // namespace
 
 NodePtr MakeConstant(double value, DType dtype, Shape shape) {
   return MakeFill(Op::kConstant, value, dtype, std::move(shape));

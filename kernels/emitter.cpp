@@ -499,20 +499,4 @@ bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
   }
 }
 
-int64_t ArgBytes(const KernelSpec& spec) {
-  auto bytes = [](const std::vector<KernelArgSpec>& args) {
-    int64_t sum = 0;
-    for (const KernelArgSpec& a : args) {
-      const bool narrow = a.kind == KernelArgSpec::Kind::kInt32 ||
-                          (a.kind == KernelArgSpec::Kind::kOffset && !a.wide) ||
-                          (a.kind == KernelArgSpec::Kind::kScalar && a.dtype != DType::i64);
-      sum += narrow ? 4 : 8;
-    }
-    return sum;
-  };
-  int64_t extra = 0;
-  for (const Launch& launch : spec.launches) extra = std::max(extra, bytes(launch.extra_args));
-  return bytes(spec.args) + extra;
-}
-
 }  // namespace lazycl::kernels
