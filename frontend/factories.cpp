@@ -68,11 +68,15 @@ Tensor Random(std::vector<int64_t> shape, DType dtype, std::optional<Device> dev
   return FromVector(values, std::move(shape), DType::f32, device);
 }
 
-// full(), zeros() and ones(); `op` is the name the user called, for error messages.
+// full(), zeros() and ones(); `op` is the name the user called, for error messages. full's value
+// is the user's: a Scalar, passed to kernels as an argument, so a new value compiles nothing;
+// zeros' and ones' are structural Constants, baked into the source.
 Tensor Full(std::vector<int64_t> shape, double value, DType dtype, std::optional<Device> device,
-            absl::string_view op) {
+            absl::string_view op, bool user_value) {
   CheckShape(shape, op);
-  return frontend::Wrap(ir::MakeConstant(value, dtype, std::move(shape)), Resolve(device));
+  ir::NodePtr n = user_value ? ir::MakeScalar(value, dtype, std::move(shape))
+                             : ir::MakeConstant(value, dtype, std::move(shape));
+  return frontend::Wrap(std::move(n), Resolve(device));
 }
 
 }  // namespace
@@ -93,13 +97,13 @@ Tensor tensor_bool(std::vector<uint8_t> data, std::vector<int64_t> shape,
 }
 
 Tensor full(std::vector<int64_t> shape, double value, DType dtype, std::optional<Device> device) {
-  return Full(std::move(shape), value, dtype, device, "full");
+  return Full(std::move(shape), value, dtype, device, "full", /*user_value=*/true);
 }
 Tensor zeros(std::vector<int64_t> shape, DType dtype, std::optional<Device> device) {
-  return Full(std::move(shape), 0, dtype, device, "zeros");
+  return Full(std::move(shape), 0, dtype, device, "zeros", /*user_value=*/false);
 }
 Tensor ones(std::vector<int64_t> shape, DType dtype, std::optional<Device> device) {
-  return Full(std::move(shape), 1, dtype, device, "ones");
+  return Full(std::move(shape), 1, dtype, device, "ones", /*user_value=*/false);
 }
 
 Tensor arange(int64_t n, DType dtype, std::optional<Device> device) {

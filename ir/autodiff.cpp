@@ -58,6 +58,7 @@ NodePtr Neg(NodePtr x) {
 constexpr VjpRow kVjpRows[] = {
     {Op::kBuffer, nullptr},
     {Op::kConstant, nullptr},
+    {Op::kScalar, nullptr},
     {Op::kIota, nullptr},
     {Op::kExp, [](const Node&, size_t, const NodePtr& g, Value v) { return Mul(g, v(nullptr)); }},
     {Op::kLog, [](const Node& n, size_t, const NodePtr& g,

@@ -50,6 +50,7 @@ struct DTypeRule {
 constexpr DTypeRule kDTypeRules[] = {
     {Op::kBuffer, Takes::kAny, Gives::kOperand},
     {Op::kConstant, Takes::kAny, Gives::kOperand},
+    {Op::kScalar, Takes::kAny, Gives::kOperand},
     {Op::kIota, Takes::kAny, Gives::kOperand},
     {Op::kExp, Takes::kFloating, Gives::kOperand},
     {Op::kLog, Takes::kFloating, Gives::kOperand},
@@ -125,8 +126,8 @@ DType Result(Op op, DType operand) {
 }
 
 // Fills in the hash and the pending count of a node whose other fields are set. The hash
-// covers op, dtype, shape, args, the Constant value and the operands' hashes; the Constant
-// value is tagged so that an absent value never collides with a present one.
+// covers op, dtype, shape, args, the Constant value (not a Scalar's) and the operands' hashes;
+// the Constant value is tagged so that an absent value never collides with a present one.
 NodePtr Finish(Node node) {
   uint64_t h =
       absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape, node.args);
@@ -139,6 +140,29 @@ NodePtr Finish(Node node) {
   node.hash = h;
   node.pending = pending;
   return std::make_shared<const Node>(std::move(node));
+}
+
+// A Constant or Scalar leaf. The value is stored as the dtype will hold it: integers truncate
+// toward zero and saturate (NaN becomes 0), as a cast does.
+NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
+  Node n;
+  n.op = op;
+  n.dtype = dtype;
+  n.shape = std::move(shape);
+  if (dtype == DType::boolean) value = value != 0 ? 1 : 0;
+  if (is_integral(dtype)) {
+    const double lo = dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+    // The largest double below 2^63: 2^63 itself does not fit in an int64.
+    const double hi = dtype == DType::i32 ? 2147483647.0 : 9223372036854774784.0;
+    value = std::isnan(value) ? 0 : std::trunc(std::clamp(value, lo, hi));
+  }
+  if (dtype == DType::f32 && std::isfinite(value)) {
+    value = std::fabs(value) > std::numeric_limits<float>::max()
+                ? std::copysign(INFINITY, value)
+                : static_cast<double>(static_cast<float>(value));
+  }
+  n.value = value;
+  return Finish(std::move(n));
 }
 
 }  // namespace
@@ -176,7 +200,8 @@ std::string NodeString(const Node& node) {
   std::string s =
       absl::StrCat(OpName(node.op), " ", dtype_name(node.dtype), ShapeString(node.shape));
   if (!node.args.empty()) absl::StrAppend(&s, " args=(", absl::StrJoin(node.args, ","), ")");
-  if (node.op == Op::kConstant) absl::StrAppend(&s, " value=", node.value);
+  if (node.op == Op::kConstant || node.op == Op::kScalar)
+    absl::StrAppend(&s, " value=", node.value);
   return s;
 }
 
@@ -190,26 +215,11 @@ NodePtr MakeBuffer(std::shared_ptr<Storage> storage, DType dtype, Shape shape) {
 }
 
 NodePtr MakeConstant(double value, DType dtype, Shape shape) {
-  Node n;
-  n.op = Op::kConstant;
-  n.dtype = dtype;
-  n.shape = std::move(shape);
-  // The value is stored as the dtype will hold it: integers truncate toward zero and saturate
-  // (NaN becomes 0), as a cast does.
-  if (dtype == DType::boolean) value = value != 0 ? 1 : 0;
-  if (is_integral(dtype)) {
-    const double lo = dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
-    // The largest double below 2^63: 2^63 itself does not fit in an int64.
-    const double hi = dtype == DType::i32 ? 2147483647.0 : 9223372036854774784.0;
-    value = std::isnan(value) ? 0 : std::trunc(std::clamp(value, lo, hi));
-  }
-  if (dtype == DType::f32 && std::isfinite(value)) {
-    value = std::fabs(value) > std::numeric_limits<float>::max()
-                ? std::copysign(INFINITY, value)
-                : static_cast<double>(static_cast<float>(value));
-  }
-  n.value = value;
-  return Finish(std::move(n));
+  return MakeFill(Op::kConstant, value, dtype, std::move(shape));
+}
+
+NodePtr MakeScalar(double value, DType dtype, Shape shape) {
+  return MakeFill(Op::kScalar, value, dtype, std::move(shape));
 }
 
 NodePtr MakeIota(DType dtype, int64_t n_elements) {

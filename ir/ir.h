@@ -13,8 +13,8 @@
 // The IR: one plain node type. A node holds real references to its operands; nothing holds a
 // reference to its users. Shapes and dtypes are inferred and checked when a node is made, and
 // the structural hash is computed then too. Leaves hash by op, dtype and shape only (a Constant
-// also by its value, which codegen bakes into the kernel), never by data or address, so new data
-// of the same shapes reuses compiled graphs.
+// also by its value, which codegen bakes into the kernel; a Scalar not, its value is a kernel
+// argument), never by data or address, so new data of the same shapes reuses compiled graphs.
 namespace lazycl::ir {
 
 using Shape = std::vector<int64_t>;
@@ -42,7 +42,7 @@ struct Node {
   // before each dim (after is implied by the shape); Sum/Max: the reduced axes, sorted (the
   // output keeps them with size 1).
   std::vector<int64_t> args;
-  double value = 0;                  // Constant
+  double value = 0;                  // Constant, Scalar
   std::shared_ptr<Storage> storage;  // Buffer
   uint64_t hash = 0;
   // Non-leaf nodes in this node's graph, counted through every path (so shared nodes count
@@ -57,6 +57,9 @@ std::string NodeString(const Node& node);     // "Add f32[2,3]"
 // Builders. Each checks its operands and returns InvalidArgument naming the op and the shapes.
 NodePtr MakeBuffer(std::shared_ptr<Storage> storage, DType dtype, Shape shape);
 NodePtr MakeConstant(double value, DType dtype, Shape shape);
+// Like MakeConstant (the value converted alike), but the value is not part of the hash: codegen
+// passes it as a kernel argument (op_table.h says which values are which).
+NodePtr MakeScalar(double value, DType dtype, Shape shape);
 NodePtr MakeIota(DType dtype, int64_t n);
 absl::StatusOr<NodePtr> MakeUnary(Op op, NodePtr x);  // result dtype: x's, except where noted
 absl::StatusOr<NodePtr> MakeCast(NodePtr x, DType dtype);

@@ -8,6 +8,11 @@
 // kOpCount rows: ir.cpp's dtype rules, kernels/ OpenCL C expressions, runtime/host_eval.cpp's
 // host functions, autodiff.cpp's VJPs. Adding an elementwise op is a line here and a row in each.
 //
+// Constant and Scalar are both a value filled over a shape. A Constant's value is part of the
+// graph's structure (its hash, the kernel's source): the library's own 0, 1, 0.5, -1 and the
+// reductions' identities. A Scalar's value is not: it is the user's number (x * lr, full's value,
+// mean's 1/count), passed to kernels as an argument, so a new value compiles nothing new.
+//
 // Composites first: neg (x * -1) and sub (a + neg(b)) are written in frontend/ops.cpp from these
 // ops and have no op of their own. Primitives for a measured reason: Exp, Log and Tanh run our
 // own CPU maths (lc_exp, lc_log, lc_tanh in kernels/). Sigmoid: its composite 1 / (1 + exp(-x))
@@ -20,6 +25,7 @@
 #define LAZYCL_OPS(X)   \
   X(Buffer, 0, Leaf)    \
   X(Constant, 0, Leaf)  \
+  X(Scalar, 0, Leaf)    \
   X(Iota, 0, Leaf)      \
   X(Exp, 1, Unary)      \
   X(Log, 1, Unary)      \

@@ -80,6 +80,26 @@ std::string Emitter::Buffer(BufferRef ref, DType dtype, bool written) {
   return name;
 }
 
+std::string Emitter::ScalarArg(const Node& n) {
+  LAZYCL_CHECK(scalar_of_ != nullptr && scalar_of_->contains(&n),
+               "codegen: a Scalar leaf without a scalar index");
+  const int index = scalar_of_->at(&n);
+  if (auto it = scalars_.find(index); it != scalars_.end()) return it->second;
+  std::string name = absl::StrCat("sc", scalars_.size());
+  // OpenCL has no bool kernel arguments: a bool is passed as an int and narrowed here.
+  const bool narrowed = n.dtype == DType::boolean;
+  params_.push_back(absl::StrCat("const ", narrowed ? "int" : CType(n.dtype), " ", name));
+  names_.push_back(name);
+  KernelArgSpec arg;
+  arg.kind = KernelArgSpec::Kind::kScalar;
+  arg.scalar = index;
+  arg.dtype = n.dtype;
+  args_.push_back(arg);
+  if (narrowed) name = absl::StrCat("((", CType(n.dtype), ")", name, ")");
+  scalars_.emplace(index, name);
+  return name;
+}
+
 void Emitter::UnifyDims(const Node& root) {
   std::vector<const Node*> stack = {&root};
   absl::flat_hash_map<const Node*, bool> seen;
@@ -93,6 +113,7 @@ void Emitter::UnifyDims(const Node& root) {
       case Op::kSlice:
       case Op::kPad:
       case Op::kConstant:
+      case Op::kScalar:
       case Op::kIota:
         break;
       case Op::kPermute:
@@ -290,6 +311,8 @@ std::string Emitter::EvalUncached(const Node& n, const Index& idx) {
   switch (n.op) {
     case Op::kConstant:
       return Literal(n.value, t);
+    case Op::kScalar:
+      return ScalarArg(n);
     case Op::kIota:
       return Assign(t, absl::StrCat("(", CType(t), ")(", Linear(idx, n), ")"));
     case Op::kReshape:
@@ -328,6 +351,7 @@ std::string Emitter::EvalUncached(const Node& n, const Index& idx) {
 std::string Emitter::EvalVector(const Node& n, const Index& idx) {
   const DType t = n.dtype;
   if (n.op == Op::kConstant) return Assign(t, absl::StrCat("(float16)(", Literal(n.value, t), ")"));
+  if (n.op == Op::kScalar) return Assign(t, absl::StrCat("(float16)(", ScalarArg(n), ")"));
   if (n.op == Op::kDiv && n.operands[1]->op == Op::kExpand) {
     // Division by a per-row value (softmax's sum): one reciprocal per row and a multiply
     // per element; a vector divide costs ~10x a multiply. Within 1 ulp of the division.
@@ -444,6 +468,7 @@ bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
   if (inputs.contains(&n)) return true;
   switch (n.op) {
     case Op::kConstant:
+    case Op::kScalar:
       return true;
     case Op::kAdd:
     case Op::kMul:
@@ -472,21 +497,6 @@ bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
     default:
       return false;
   }
-}
-
-int64_t ArgBytes(const KernelSpec& spec) {
-  auto bytes = [](const std::vector<KernelArgSpec>& args) {
-    int64_t sum = 0;
-    for (const KernelArgSpec& a : args) {
-      const bool narrow = a.kind == KernelArgSpec::Kind::kInt32 ||
-                          (a.kind == KernelArgSpec::Kind::kOffset && !a.wide);
-      sum += narrow ? 4 : 8;
-    }
-    return sum;
-  };
-  int64_t extra = 0;
-  for (const Launch& launch : spec.launches) extra = std::max(extra, bytes(launch.extra_args));
-  return bytes(spec.args) + extra;
 }
 
 }  // namespace lazycl::kernels

@@ -44,7 +44,8 @@ class Emitter {
       : inputs_(inputs),
         idx_(std::move(idx_type)),
         bind_offsets_(target.bind_offsets),
-        cpu_(target.cpu) {}
+        cpu_(target.cpu),
+        scalar_of_(target.scalar_of) {}
 
   const std::string& idx_type() const { return idx_; }
   bool cpu() const { return cpu_; }
@@ -56,6 +57,11 @@ class Emitter {
 
   // The kernel's parameter for `ref` (once per buffer), as an expression to index.
   std::string Buffer(BufferRef ref, DType dtype, bool written);
+
+  // The kernel's parameter for Scalar leaf `n` (once per scalar index), as an expression of n's
+  // dtype. Named in order of first use in this kernel, not by the graph's scalar index, so that
+  // one expression has one source whichever graph it is in.
+  std::string ScalarArg(const ir::Node& n);
 
   std::string Var() { return absl::StrCat("v", next_var_++); }
   // A line at the top of the body (declarations that later blocks assign).
@@ -148,6 +154,8 @@ class Emitter {
   std::string idx_;
   bool bind_offsets_;
   bool cpu_;
+  const absl::flat_hash_map<const ir::Node*, int>* scalar_of_;
+  absl::flat_hash_map<int, std::string> scalars_;  // scalar index -> expression
   bool vec_ = false;
   std::string broadcast_row_;
   size_t broadcast_dims_ = 0;

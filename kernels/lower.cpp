@@ -126,6 +126,11 @@ class Emission {
 absl::StatusOr<Plan> Lower(const Graph& graph, const Target& target_in) {
   Target target = target_in;
   target.bind_offsets = graph.bind_offsets;
+  absl::flat_hash_map<const Node*, int> scalar_of;
+  for (size_t i = 0; i < graph.scalar_of.size(); ++i) {
+    if (graph.scalar_of[i] >= 0) scalar_of[graph.nodes[i]] = graph.scalar_of[i];
+  }
+  target.scalar_of = &scalar_of;
   Partition p(graph);
   MaterializeSharedExpensiveNodes(&p);
   MaterializeDeepChains(&p);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "kernels/graph.h"
 #include "kernels/plan.h"
@@ -13,12 +14,14 @@ struct Target {
   bool cpu = true;                 // CPU strategies (PoCL) vs GPU strategies
   int64_t max_param_bytes = 1024;  // CL_DEVICE_MAX_PARAMETER_SIZE
   bool bind_offsets = false;       // copied from Graph::bind_offsets by Lower
+  // The scalar index of each Scalar leaf (Graph::scalar_of), set by Lower for the emitters.
+  const absl::flat_hash_map<const ir::Node*, int>* scalar_of = nullptr;
 };
 
 // Partitions `graph` into kernels and generates their OpenCL C.
 // - Every output, Reduce and Matmul node ends a kernel ("root"); elementwise ops, views,
-//   Constants and Iotas fuse into the kernel of the root that consumes them, recomputed where
-//   two kernels share a cheap subexpression.
+//   Constants, Scalars and Iotas fuse into the kernel of the root that consumes them, recomputed
+//   where two kernels share a cheap subexpression.
 // - A kernel whose arguments would exceed target.max_param_bytes is split by materializing its
 //   largest fused operand.
 // - A reduction with few outputs and a long reduced extent runs in two stages.

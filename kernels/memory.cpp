@@ -1,6 +1,8 @@
 #include "kernels/memory.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "base/check.h"
 #include "kernels/codegen.h"
@@ -84,6 +86,22 @@ void Memory::Append(KernelSpec spec) {
     }
   }
   plan_->kernels.push_back(std::move(spec));
+}
+
+int64_t ArgBytes(const KernelSpec& spec) {
+  auto bytes = [](const std::vector<KernelArgSpec>& args) {
+    int64_t sum = 0;
+    for (const KernelArgSpec& a : args) {
+      const bool narrow = a.kind == KernelArgSpec::Kind::kInt32 ||
+                          (a.kind == KernelArgSpec::Kind::kOffset && !a.wide) ||
+                          (a.kind == KernelArgSpec::Kind::kScalar && a.dtype != DType::i64);
+      sum += narrow ? 4 : 8;
+    }
+    return sum;
+  };
+  int64_t extra = 0;
+  for (const Launch& launch : spec.launches) extra = std::max(extra, bytes(launch.extra_args));
+  return bytes(spec.args) + extra;
 }
 
 bool ArgsTooBig(const KernelSpec& spec, const Target& target) {

@@ -76,6 +76,7 @@ struct OpExprRow {
 constexpr OpExprRow kOpExprs[] = {
     {Op::kBuffer, nullptr},
     {Op::kConstant, nullptr},
+    {Op::kScalar, nullptr},
     {Op::kIota, nullptr},
     {Op::kExp,
      [](const ExprArgs& a, Calls* c) { return absl::StrCat(Exp(a, c), "(", a.x[0], ")"); }},

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "lazycl/dtype.h"
+
 // A lowered graph: an ordered list of kernels with buffer bindings. Pure data; the executor
 // runs it on a backend::Device. A plan depends on shapes (sizes are its argument values) but
 // its kernels' sources do not, so plans of the same structure share compiled programs.
@@ -19,12 +21,16 @@ struct BufferRef {
 struct KernelArgSpec {
   // kOffset is an integer argument: `value` plus the run-time element offset at which `buffer`
   // is bound (Graph::bind_offsets); `wide` says whether it is passed as 64 or 32 bits.
-  enum class Kind { kBuffer, kInt32, kInt64, kOffset };
+  // kScalar is the value of Scalar leaf `scalar` (Graph::scalar_of), given at run time, passed
+  // as `dtype` is (bool as an int).
+  enum class Kind { kBuffer, kInt32, kInt64, kOffset, kScalar };
   Kind kind = Kind::kInt32;
   BufferRef buffer;
   bool written = false;
   bool wide = false;
   int64_t value = 0;
+  int scalar = -1;
+  DType dtype = DType::f32;
 };
 
 // One run of an entry point of a kernel's program, with the kernel's arguments.

@@ -151,7 +151,8 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
                                                     ir::ShapeString(outputs[k]->shape))),
          0});
   }
-  if (absl::Status s = Execute(device_index, **plan, params, results); !s.ok()) return s;
+  if (absl::Status s = Execute(device_index, **plan, params, results, built.scalars); !s.ok())
+    return s;
 
   if (base::CurrentSettings().debug >= 1) {
     const double ms =
@@ -195,6 +196,13 @@ BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets
     graph.param_of[i] = it->second;
   }
   graph.num_params = static_cast<int>(built.params.size());
+  graph.scalar_of.assign(graph.nodes.size(), -1);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (graph.nodes[i]->op != ir::Op::kScalar) continue;
+    graph.scalar_of[i] = static_cast<int>(built.scalars.size());
+    built.scalars.push_back(graph.nodes[i]->value);
+  }
+  graph.num_scalars = static_cast<int>(built.scalars.size());
   for (const Node* out : outputs) graph.outputs.push_back(index.at(out));
   return built;
 }
@@ -244,7 +252,7 @@ size_t SetGraphCacheCapacity(size_t plans) {
 }
 
 absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Binding> params,
-                     std::span<const Binding> outputs) {
+                     std::span<const Binding> outputs, std::span<const double> scalars) {
   backend::Device& device = OpenClDevice(device_index);
   backend::BufferManager& buffers = device.buffers();
   const kernels::Plan& plan = cached.plan;
@@ -290,6 +298,20 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
         const int64_t value = a.value + binding(a.buffer).second;
         return a.wide ? backend::KernelArg::Int64(value)
                       : backend::KernelArg::Int32(static_cast<int32_t>(value));
+      }
+      case kernels::KernelArgSpec::Kind::kScalar: {
+        // Stored as the dtype holds it (ir::MakeScalar), so these conversions are exact.
+        const double v = scalars[static_cast<size_t>(a.scalar)];
+        switch (a.dtype) {
+          case DType::f32:
+            return backend::KernelArg::Float32(static_cast<float>(v));
+          case DType::i64:
+            return backend::KernelArg::Int64(static_cast<int64_t>(v));
+          case DType::i32:
+          case DType::boolean:
+            return backend::KernelArg::Int32(static_cast<int32_t>(v));
+        }
+        break;
       }
     }
     return backend::KernelArg::Int32(0);

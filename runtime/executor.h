@@ -35,11 +35,13 @@ std::string PlaceholderMessage(const ir::Node& leaf, const Device& device);
 
 // The lower-level path, used by scan to run one compiled graph many times.
 //
-// A graph over `outputs` (unique nodes): its topological order and the storage behind each
-// parameter (Buffer leaves de-duplicated by buffer id). The nodes stay owned by the caller.
+// A graph over `outputs` (unique nodes): its topological order, the storage behind each
+// parameter (Buffer leaves de-duplicated by buffer id) and the value of each Scalar leaf, by
+// scalar index (the graph's key does not depend on them). The nodes stay owned by the caller.
 struct BuiltGraph {
   kernels::Graph graph;
   std::vector<std::shared_ptr<ir::Storage>> params;
+  std::vector<double> scalars;
 };
 BuiltGraph BuildGraph(const std::vector<const ir::Node*>& outputs, bool bind_offsets);
 
@@ -68,8 +70,9 @@ struct Binding {
 // Output sizes of a plan, in bytes.
 const std::vector<size_t>& OutputBytes(const CachedPlan& plan);
 
-// Enqueues the plan's kernels with parameters and outputs bound as given; does not wait.
+// Enqueues the plan's kernels with parameters, outputs and scalar values (BuiltGraph::scalars)
+// bound as given; does not wait.
 absl::Status Execute(int device, CachedPlan& plan, std::span<const Binding> params,
-                     std::span<const Binding> outputs);
+                     std::span<const Binding> outputs, std::span<const double> scalars);
 
 }  // namespace lazycl::runtime

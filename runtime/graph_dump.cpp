@@ -29,6 +29,8 @@ std::string GraphText(const kernels::Graph& graph) {
     absl::StrAppend(&out, "%", i, " = ", ir::NodeString(n));
     if (!operands.empty()) absl::StrAppend(&out, " (", absl::StrJoin(operands, ", "), ")");
     if (graph.param_of[i] >= 0) absl::StrAppend(&out, " param ", graph.param_of[i]);
+    if (i < graph.scalar_of.size() && graph.scalar_of[i] >= 0)
+      absl::StrAppend(&out, " scalar ", graph.scalar_of[i]);
     absl::StrAppend(&out, "\n");
   }
   std::vector<std::string> outputs;

@@ -370,7 +370,7 @@ absl::StatusOr<Array> EvalFill(const Node& node, const Operands&) {
     using T = typename decltype(tag)::type;
     std::vector<T> v(n);
     for (int64_t i = 0; i < n; ++i) {
-      v[i] = node.op == Op::kConstant ? Convert<T>(node.value) : Convert<T>(i);
+      v[i] = node.op == Op::kIota ? Convert<T>(i) : Convert<T>(node.value);
     }
     return v;
   });
@@ -418,6 +418,7 @@ absl::StatusOr<Array> EvalMatmulNode(const Node& node, const Operands& in) {
 constexpr HostRow kHostRows[] = {
     {Op::kBuffer, &EvalBuffer},
     {Op::kConstant, &EvalFill},
+    {Op::kScalar, &EvalFill},
     {Op::kIota, &EvalFill},
     {Op::kExp, Scalar([](Float auto x) { return std::exp(x); })},
     {Op::kLog, Scalar([](Float auto x) { return std::log(x); })},

@@ -87,7 +87,8 @@ absl::StatusOr<StepLoopResult> RunSteps(const StepLoop& loop) {
       outs[num_carries + k] = {stacked[k],
                                t * ir::NumElements(loop.outputs[num_carries + k]->shape)};
     }
-    if (absl::Status s = Execute(loop.device, **plan, params, outs); !s.ok()) return s;
+    if (absl::Status s = Execute(loop.device, **plan, params, outs, built.scalars); !s.ok())
+      return s;
     for (size_t i = 0; i < num_carries; ++i) carry[i] = outs[i].storage;
   }
   for (size_t i = 0; i < num_carries; ++i) {

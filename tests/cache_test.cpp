@@ -87,10 +87,122 @@ TEST(CacheTest, DifferentStructureCompiles) {
   EXPECT_GT(after.programs, before.programs);
 }
 
-TEST(CacheTest, DifferentScalarIsADifferentGraphWithTheRightValue) {
+// The user's scalars are kernel arguments (ir::MakeScalar), not part of the graph: this case
+// used to say the opposite (a different scalar was a different graph and program).
+TEST(CacheTest, DifferentScalarIsTheSameGraphWithTheRightValue) {
   Tensor a = tensor(std::vector<float>{1, 2, 3}, {3}, kCl);
-  EXPECT_EQ((a * 2.0).to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ((a * 2.5).to_vector<float>(), (std::vector<float>{2.5, 5, 7.5}));
+  const Counts before;
   EXPECT_EQ((a * 3.0).to_vector<float>(), (std::vector<float>{3, 6, 9}));
+  const Counts after;
+  EXPECT_EQ(after.compiles, before.compiles);
+  EXPECT_EQ(after.hits, before.hits + 1);
+  EXPECT_EQ(after.programs, before.programs);
+}
+
+// Adam's update with a learning-rate schedule and bias corrections 1 / (1 - b^t): every step's
+// scalars are new, and after the first step nothing is compiled.
+TEST(CacheTest, ALearningRateScheduleCompilesNothingAfterTheFirstStep) {
+  const Tensor w0 = Rand({33, 17}, 41), g0 = Rand({33, 17}, 42);
+  auto run = [&](Device device, std::vector<Counts>* counts) {
+    Tensor w = w0.to(device), m = zeros({33, 17}, DType::f32, device);
+    Tensor v = zeros({33, 17}, DType::f32, device);
+    const Tensor g = g0.to(device);
+    sync({m, v});  // the state is data from the first step on, as it will be at every step
+    std::vector<std::vector<float>> ws;
+    for (int t = 1; t <= 20; ++t) {
+      const double lr = 0.01 / t, b1 = 0.9, b2 = 0.999;
+      m = m * b1 + (1 - b1) * g;
+      v = v * b2 + (1 - b2) * (g * g);
+      const Tensor m_hat = m * (1 / (1 - std::pow(b1, t)));
+      const Tensor v_hat = v * (1 / (1 - std::pow(b2, t)));
+      w = w - lr * m_hat / (sqrt(v_hat) + 1e-8);
+      ws.push_back(w.to_vector<float>());
+      sync({w, m, v});  // a training loop keeps its state materialized
+      if (counts != nullptr) counts->emplace_back();
+    }
+    return ws;
+  };
+  std::vector<Counts> counts;
+  const auto got = run(kCl, &counts), want = run(Device::host(), nullptr);
+  for (size_t t = 0; t < got.size(); ++t) ExpectNear(got[t], want[t]);
+  for (size_t t = 1; t < counts.size(); ++t) {
+    EXPECT_EQ(counts[t].compiles, counts[0].compiles) << "step " << t + 1;
+    EXPECT_EQ(counts[t].programs, counts[0].programs) << "step " << t + 1;
+  }
+}
+
+// mean's 1/count is a kernel argument, and sizes are too: one set of programs for every length.
+// A mean is two kernels (the sum, then the scale by 1/count), so the first length may build two
+// programs; before, each further length built a new scale program.
+TEST(CacheTest, MeanOverManyLengthsBuildsNoProgramAfterTheFirst) {
+  const Tensor x = Rand({250}, 43);
+  const std::vector<float> host = x.to_vector<float>();
+  const Counts before;
+  int64_t after_first = 0;
+  for (int64_t n = 100; n < 200; ++n) {
+    double want = 0;
+    for (int64_t i = 0; i < n; ++i) want += host[i];
+    want /= static_cast<double>(n);
+    EXPECT_NEAR(mean(slice(x, 0, 0, n)).item<float>(), want, 1e-5) << n;
+    if (n == 100) after_first = Counts().programs;
+  }
+  const Counts after;
+  EXPECT_LE(after_first - before.programs, 2);
+  EXPECT_EQ(after.programs, after_first);
+}
+
+TEST(CacheTest, FullWithNewValuesCompilesNothing) {
+  EXPECT_EQ(full({4}, 1.5, DType::f32, kCl).to_vector<float>(), std::vector<float>(4, 1.5f));
+  EXPECT_EQ(full({4}, 7, DType::i32, kCl).to_vector<int32_t>(), std::vector<int32_t>(4, 7));
+  EXPECT_EQ(full({4}, 1LL << 40, DType::i64, kCl).to_vector<int64_t>(),
+            std::vector<int64_t>(4, int64_t{1} << 40));
+  EXPECT_EQ(full({4}, 0, DType::boolean, kCl).to_vector<uint8_t>(), std::vector<uint8_t>(4, 0));
+  const Counts before;
+  EXPECT_EQ(full({4}, -2.25, DType::f32, kCl).to_vector<float>(), std::vector<float>(4, -2.25f));
+  EXPECT_EQ(full({4}, -9, DType::i32, kCl).to_vector<int32_t>(), std::vector<int32_t>(4, -9));
+  EXPECT_EQ(full({4}, -(1LL << 41), DType::i64, kCl).to_vector<int64_t>(),
+            std::vector<int64_t>(4, -(int64_t{1} << 41)));
+  EXPECT_EQ(full({4}, 3, DType::boolean, kCl).to_vector<uint8_t>(), std::vector<uint8_t>(4, 1));
+  const Counts after;
+  EXPECT_EQ(after.compiles, before.compiles);
+  EXPECT_EQ(after.programs, before.programs);
+}
+
+// Scalars inside every kind of kernel: a fused reduction operand (one and two stages), a row
+// kernel (softmax), a matmul epilogue, a scan body; a second value compiles nothing.
+TEST(CacheTest, ScalarsInEveryKindOfKernelAreArguments) {
+  const Tensor x = Rand({8, 40}, 44), big = Rand({100000}, 45);
+  const Tensor a = Rand({9, 12}, 46), b = Rand({12, 7}, 47), c0 = Rand({40}, 48);
+  auto compute = [&](Device d, double s) {
+    auto body = [s](const std::vector<Tensor>& c, const std::vector<Tensor>& xs) {
+      Tensor next = tanh(c[0] * s + xs[0]);
+      return std::make_pair(std::vector<Tensor>{next}, std::vector<Tensor>{next - s});
+    };
+    const Tensor xd = x.to(d);
+    ScanResult r = scan(body, {c0.to(d)}, {xd});
+    std::vector<Tensor> outs = {sum(xd * s, {1}),   sum(big.to(d) * s),
+                                softmax(xd * s, 1), relu(matmul(a.to(d), b.to(d)) * s) + s,
+                                r.carry[0],         r.ys[0]};
+    std::vector<std::vector<float>> values;
+    for (Tensor& t : outs) values.push_back(t.to_vector<float>());
+    return values;
+  };
+  for (double s : {0.5, 1.75, -3.0}) {
+    const auto got = compute(kCl, s), want = compute(Device::host(), s);
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double tolerance = i == 1 ? 1e-3 : 1e-5;  // a sum of 1e5 elements
+      ASSERT_EQ(got[i].size(), want[i].size());
+      for (size_t j = 0; j < got[i].size(); ++j)
+        EXPECT_NEAR(got[i][j], want[i][j], tolerance * (1 + std::fabs(want[i][j])))
+            << i << " " << j;
+    }
+  }
+  const Counts before;
+  compute(kCl, 2.5);
+  const Counts after;
+  EXPECT_EQ(after.compiles, before.compiles);
+  EXPECT_EQ(after.programs, before.programs);
 }
 
 // Runs one test of this binary in a child process with extra environment variables.
