@@ -22,12 +22,7 @@ using base::Throw;
 Device Resolve(const std::optional<Device>& device) { return device ? *device : default_device(); }
 
 void CheckShape(const std::vector<int64_t>& shape, absl::string_view op) {
-  for (int64_t d : shape) {
-    if (d < 0) {
-      base::Throw(absl::InvalidArgumentError(
-          absl::StrCat(op, ": shape ", ir::ShapeString(shape), " has a negative dimension")));
-    }
-  }
+  base::ThrowIfError(ir::ValidateShape(shape, op));
 }
 
 template <class T>

@@ -186,16 +186,6 @@ const char* OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
 int OpArity(Op op) { return kOpArity[static_cast<int>(op)]; }
 OpCategory Category(Op op) { return kOpCategory[static_cast<int>(op)]; }
 
-int64_t NumElements(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-std::string ShapeString(const Shape& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
-
 std::string NodeString(const Node& node) {
   std::string s =
       absl::StrCat(OpName(node.op), " ", dtype_name(node.dtype), ShapeString(node.shape));
@@ -300,11 +290,7 @@ absl::StatusOr<NodePtr> MakeWhere(NodePtr cond, NodePtr a, NodePtr b) {
 }
 
 absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape) {
-  for (int64_t d : shape) {
-    if (d < 0)
-      return base::InvalidArgument("reshape",
-                                   absl::StrCat("negative size in ", ShapeString(shape)));
-  }
+  if (absl::Status s = ValidateShape(shape, "reshape"); !s.ok()) return s;
   if (NumElements(shape) != NumElements(x->shape)) {
     return base::InvalidArgument(
         "reshape",
@@ -343,6 +329,7 @@ absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm) {
 }
 
 absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape) {
+  if (absl::Status s = ValidateShape(shape, "broadcast_to"); !s.ok()) return s;
   bool ok = shape.size() == x->shape.size();
   for (size_t d = 0; ok && d < shape.size(); ++d) {
     ok = x->shape[d] == shape[d] || (x->shape[d] == 1 && shape[d] >= 0);
@@ -380,6 +367,7 @@ absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape 
 }
 
 absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape) {
+  if (absl::Status s = ValidateShape(shape, "pad"); !s.ok()) return s;
   bool ok = before.size() == x->shape.size() && shape.size() == x->shape.size();
   for (size_t d = 0; ok && d < shape.size(); ++d) {
     ok = before[d] >= 0 && before[d] + x->shape[d] <= shape[d];
@@ -458,6 +446,7 @@ absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
   n.dtype = a->dtype;
   n.shape = sa;
   n.shape[r - 1] = sb[r - 1];
+  if (absl::Status s = ValidateShape(n.shape, "matmul"); !s.ok()) return s;
   n.operands = {std::move(a), std::move(b)};
   return Finish(std::move(n));
 }

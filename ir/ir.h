@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "ir/op_table.h"
+#include "ir/shape.h"
 #include "lazycl/dtype.h"
 
 // The IR: one plain node type. A node holds real references to its operands; nothing holds a
@@ -16,8 +17,6 @@
 // also by its value, which codegen bakes into the kernel; a Scalar not, its value is a kernel
 // argument), never by data or address, so new data of the same shapes reuses compiled graphs.
 namespace lazycl::ir {
-
-using Shape = std::vector<int64_t>;
 
 class Storage;  // frontend/storage.h: data of a Buffer leaf
 
@@ -50,9 +49,7 @@ struct Node {
   int64_t pending = 0;
 };
 
-int64_t NumElements(const Shape& shape);
-std::string ShapeString(const Shape& shape);  // "[2,3]"
-std::string NodeString(const Node& node);     // "Add f32[2,3]"
+std::string NodeString(const Node& node);  // "Add f32[2,3]"
 
 // Builders. Each checks its operands and returns InvalidArgument naming the op and the shapes.
 NodePtr MakeBuffer(std::shared_ptr<Storage> storage, DType dtype, Shape shape);

@@ -58,6 +58,51 @@ TEST(ErrorsTest, ReshapeToDifferentElementCountNamesBothShapes) {
   ExpectError([] { reshape(F({2, 3}), {-1, -1}); }, {"reshape", "-1"});
 }
 
+// Regression: shapes whose element count overflows 64 bits were accepted (zeros({7, kBig})
+// whose count wraps to 1 summed to 1.0; a reshape to [7, 7905747460161236407, 6] succeeded;
+// broadcast_to a wrapping shape returned 7 values; a 2^62 x 8 placeholder reported numel 0).
+TEST(ErrorsTest, ShapesWhoseSizeOverflowsAreErrorsNamingTheShape) {
+  // 7 * 7905747460161236407 wraps to 1 in int64 arithmetic.
+  const int64_t big = 7905747460161236407;
+  for (Device d : {kCl, Device::host()}) {
+    ExpectError(
+        [&] {
+          zeros({7, big}, DType::f32, d);
+        },
+        {"zeros", "[7,7905747460161236407]", "overflow"});
+    ExpectError(
+        [&] {
+          full({big, 7}, 1.0, DType::f32, d);
+        },
+        {"[7905747460161236407,7]", "overflow"});
+    ExpectError(
+        [&] {
+          reshape(F({42}, d), {7, big, 6});
+        },
+        {"reshape", "[7,7905747460161236407,6]", "overflow"});
+    ExpectError(
+        [&] {
+          broadcast_to(F({1, 1}, d), {7, big});
+        },
+        {"broadcast_to", "[7,7905747460161236407]", "overflow"});
+  }
+  ExpectError(
+      [] {
+        placeholder({int64_t{1} << 62, 8}, DType::f32, kCl);
+      },
+      {"placeholder", "[4611686018427387904,8]", "overflow"});
+  // Each operand fits; their broadcast [2^31, 2^31] times 8 bytes does not (lazy device zeros,
+  // so nothing is allocated).
+  ExpectError(
+      [] {
+        F({int64_t{1} << 31, 1}) + F({1, int64_t{1} << 31});
+      },
+      {"[2147483648,2147483648]", "overflow"});
+  // Large but valid, and zero-sized with huge other dims: fine (no memory is touched).
+  EXPECT_EQ(placeholder({int64_t{1} << 40, 8}, DType::f32, kCl).numel(), int64_t{1} << 43);
+  EXPECT_EQ(zeros({0, big}, DType::f32, kCl).numel(), 0);
+}
+
 TEST(ErrorsTest, AxisOutOfRangeNamesTheOpAndTheDim) {
   Tensor x = F({2, 3});
   ExpectError([&] { sum(x, {2}); }, {"sum", "dim 2", "rank 2"});
