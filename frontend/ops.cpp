@@ -285,7 +285,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor reshape(const Tensor& x, std::vector<int64_t> shape) {
   const int64_t numel = x.numel();
   int infer = -1;
-  int64_t known = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == -1) {
       if (infer >= 0)
@@ -295,10 +294,17 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape) {
     } else if (shape[d] < 0) {
       base::ThrowInvalid("reshape",
                          absl::StrCat("invalid size ", shape[d], " in ", ir::ShapeString(shape)));
-    } else {
-      known *= shape[d];
     }
   }
+  // The product of the given dims must not overflow before it is compared or divided.
+  std::vector<int64_t> given = shape;
+  if (infer >= 0) given[infer] = 1;
+  if (!ir::ValidateShape(given, "reshape").ok()) {
+    base::ThrowInvalid("reshape", absl::StrCat("shape ", ir::ShapeString(shape),
+                                               " has too many elements: its element count "
+                                               "overflows 64 bits"));
+  }
+  const int64_t known = ir::NumElements(given);
   if (infer >= 0) {
     if (known == 0 || numel % known != 0) {
       base::ThrowInvalid("reshape",
