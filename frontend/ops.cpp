@@ -431,7 +431,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     std::vector<int64_t> before(rank, 0);
     before[dim] = offset;
     offset += extent;
-    if (n->shape != out) n = base::ValueOrThrow(ir::MakePad(std::move(n), std::move(before), out));
+    // Padded with -0.0 (for floats): x + -0.0 is x for every x, so a -0.0 part stays -0.0.
+    if (n->shape != out) {
+      n = base::ValueOrThrow(ir::MakePad(std::move(n), std::move(before), out, -0.0));
+    }
     acc = acc ? base::ValueOrThrow(ir::MakeBinary(Op::kAdd, std::move(acc), std::move(n)))
               : std::move(n);
   }

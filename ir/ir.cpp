@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/base/casts.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -131,7 +132,10 @@ DType Result(Op op, DType operand) {
 NodePtr Finish(Node node) {
   uint64_t h =
       absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape, node.args);
-  if (node.op == Op::kConstant) h = absl::HashOf(h, 0x9e3779b97f4a7c15ull, node.value);
+  if (node.op == Op::kConstant || node.op == Op::kPad) {
+    // Bits, not value: a Pad filling -0.0 differs from one filling 0.
+    h = absl::HashOf(h, 0x9e3779b97f4a7c15ull, absl::bit_cast<uint64_t>(node.value));
+  }
   int64_t pending = IsLeaf(node.op) ? 0 : 1;
   for (const NodePtr& operand : node.operands) {
     h = absl::HashOf(h, operand->hash);
@@ -366,7 +370,7 @@ absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape 
   return Finish(std::move(n));
 }
 
-absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape) {
+absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape, double fill) {
   if (absl::Status s = ValidateShape(shape, "pad"); !s.ok()) return s;
   bool ok = before.size() == x->shape.size() && shape.size() == x->shape.size();
   for (size_t d = 0; ok && d < shape.size(); ++d) {
@@ -380,6 +384,7 @@ absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape sh
   Node n;
   n.op = Op::kPad;
   n.dtype = x->dtype;
+  n.value = x->dtype == DType::f32 ? fill : 0;
   n.shape = std::move(shape);
   n.args = std::move(before);
   n.operands = {std::move(x)};
