@@ -4,11 +4,13 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <string>
 #include <utility>
 
 #include "absl/base/casts.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
@@ -95,7 +97,8 @@ const DTypeRule& RuleOf(Op op) { return kDTypeRules[static_cast<int>(op)]; }
 // OK when `op` takes `dtype`, else InvalidArgument naming the op.
 absl::Status CheckTakes(Op op, DType dtype) {
   const DTypeRule& rule = RuleOf(op);
-  const char* name = rule.name != nullptr ? rule.name : OpName(op);
+  // The user's word for the op: "relu", not the IR's "Relu".
+  const std::string name = absl::AsciiStrToLower(rule.name != nullptr ? rule.name : OpName(op));
   const bool unary = OpArity(op) == 1;
   switch (rule.takes) {
     case Takes::kAny:
