@@ -72,8 +72,20 @@ std::string GraphString(const Graph& graph);
 std::vector<int> Operands(const Step& step);
 
 // Every value of the graph for `palette`, on `device`: inputs are made on the host from
-// `data_seed` and copied. Throws what the library throws.
-std::vector<Tensor> Interpret(const Graph& graph, uint64_t data_seed, int palette, Device device);
+// `data_seed`, passed through `hook` (when set: hook(step index, host tensor) returns the tensor
+// to use) and copied. Throws what the library throws.
+using InputHook = std::function<Tensor(int step, const Tensor& input)>;
+std::vector<Tensor> Interpret(const Graph& graph, uint64_t data_seed, int palette, Device device,
+                              const InputHook& hook = {});
+
+// The gradient check of one graph whose last value is f32: loss = sum(last * c) for a random c;
+// d loss / d every f32 input the loss reads, by `grad` on the host and on `device`, must agree
+// (Mismatch's tolerance); when the graph has only smooth ops (no compare, where, max, abs, relu,
+// minimum or maximum), the host's gradient must also agree with central finite differences at a
+// few elements (eps 1e-2, within 3e-2 (1 + |g|): f32 differences over chains of up to 40 ops).
+// "" when they agree or nothing is differentiable; `checked` counts the gradients compared.
+std::string CheckGradients(const Graph& graph, uint64_t data_seed, int palette, Device device,
+                           int* checked);
 
 // "" when `got` matches `want` (the host's value), else what differs. Floats within
 // 1e-4 * max(|want|, 1) + 1e-5 (chains of up to 40 f32 ops with reductions round more than one

@@ -137,15 +137,16 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v) {
   return Tensor();
 }
 
-// Every value of the graph for palette p, on `device` (inputs are made on the host and copied).
 }  // namespace
 
-std::vector<Tensor> Interpret(const Graph& steps, uint64_t seed, int p, Device device) {
+std::vector<Tensor> Interpret(const Graph& steps, uint64_t seed, int p, Device device,
+                              const InputHook& hook) {
   std::vector<Tensor> v;
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
     if (s.kind == Kind::kInput) {
       Tensor h = InputValues(s, seed * 1000 + static_cast<uint64_t>(s.input_id), p);
+      if (hook) h = hook(static_cast<int>(i), h);
       v.push_back(device.is_host() ? h : h.to(device));
     } else if (s.kind == Kind::kBroadcast) {
       v.push_back(broadcast_to(v[s.a], Concrete(s.shape, p)));

@@ -1,14 +1,20 @@
 // lazycl-fuzz: random graphs of 1-40 ops (graph.h) built on the host and on a device, compared.
 //
-//   lazycl-fuzz [--seed S] [--graphs N] [--minutes M] [--max-ops K] [--device cl:0]
+//   lazycl-fuzz [--seed S] [--graphs N] [--minutes M] [--max-ops K] [--grad-every K]
+//               [--device cl:0]
 //
+// Every graph's values are compared on host and device; for every K-th structure (default 2)
+// the gradient of a random scalar loss too, on host and device and (for smooth graphs) against
+// finite differences (graph.h, CheckGradients).
 // Graph g of seed S is structure g / 8 of S, run with size palette g % 8. It stops after N
 // graphs or M minutes, whichever comes first (0 = no limit). A failing graph is shrunk and
 // printed as an op list and as a C++ program; the exit status is 1 when any graph failed, 2 for
 // bad arguments. The codegen strategy is LAZYCL_CODEGEN's (cpu or gpu), as for any program.
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -24,13 +30,14 @@ struct Options {
   int64_t graphs = 100;
   double minutes = 0;
   int max_ops = 40;
+  int grad_every = 2;  // check gradients of every 2nd structure (0: never)
   std::string device = "cl:0";
 };
 
 [[noreturn]] void Usage(const std::string& why) {
   std::cerr << "lazycl-fuzz: " << why
             << "\nusage: lazycl-fuzz [--seed S] [--graphs N] [--minutes M] [--max-ops K] "
-               "[--device cl:N]\n";
+               "[--grad-every K] [--device cl:N]\n";
   std::exit(2);
 }
 
@@ -62,6 +69,8 @@ Options Parse(int argc, char** argv) {
       }
     } else if (flag == "--max-ops") {
       o.max_ops = static_cast<int>(ParseInt(flag, value, 1));
+    } else if (flag == "--grad-every") {
+      o.grad_every = static_cast<int>(ParseInt(flag, value, 0));
     } else if (flag == "--device") {
       o.device = value;
     } else {
@@ -84,20 +93,21 @@ std::string CheckValue(const Graph& g, uint64_t data_seed, int palette, Device d
   }
 }
 
-// The value to report of a failing graph: the output, shrunk when it fails alone.
-void Report(const Graph& g, uint64_t data_seed, int palette, Device device, size_t index,
-            const std::string& what) {
-  Graph failing(g.begin(), g.begin() + static_cast<long>(index) + 1);
+using Check = std::function<std::string(const Graph&)>;
+
+// Prints a failing graph, shrunk while `check` still fails on it, and its C++ reproducer.
+void Report(const Graph& failing, uint64_t data_seed, int palette, const std::string& what,
+            const Check& check) {
   std::cout << "FAIL " << what << "\n" << GraphString(failing);
-  if (CheckValue(failing, data_seed, palette, device, failing.size() - 1).empty()) {
-    std::cout << "(the value is right when computed alone: not shrunk)\n";
+  Graph shown = failing;
+  if (check(failing).empty()) {
+    std::cout << "(it passes when run alone: not shrunk)\n";
   } else {
-    failing = Shrink(failing, [&](const Graph& c) {
-      return !CheckValue(c, data_seed, palette, device, c.size() - 1).empty();
-    });
-    std::cout << "shrunk to " << failing.size() << " steps:\n" << GraphString(failing);
+    shown = Shrink(failing, [&](const Graph& c) { return !check(c).empty(); });
+    std::cout << "shrunk to " << shown.size() << " steps (" << check(shown) << "):\n"
+              << GraphString(shown);
   }
-  std::cout << CppReproducer(failing, data_seed, palette) << std::flush;
+  std::cout << CppReproducer(shown, data_seed, palette) << std::flush;
 }
 
 int Run(const Options& o) {
@@ -113,6 +123,7 @@ int Run(const Options& o) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60;
   };
   int64_t graphs = 0, compared = 0, failed = 0;
+  int grads_checked = 0;
   for (int64_t g = 0; o.graphs == 0 || g < o.graphs; ++g) {
     if (o.minutes > 0 && minutes() >= o.minutes) break;
     const uint64_t structure =
@@ -139,18 +150,35 @@ int Run(const Options& o) {
       sync(group);
     } catch (const Error& e) {
       ++failed;
-      Report(graph, data_seed, palette, device, graph.size() - 1,
-             name + " threw: " + std::string(e.what()));
+      Report(
+          graph, data_seed, palette, name + " threw: " + std::string(e.what()),
+          [&](const Graph& c) { return CheckValue(c, data_seed, palette, device, c.size() - 1); });
       continue;
     }
+    bool bad_value = false;
     for (size_t i : outputs) {
       const std::string bad = Mismatch(host[i], dev[i]);
       ++compared;
       if (!bad.empty()) {
         ++failed;
-        Report(graph, data_seed, palette, device, i,
-               name + ", value %" + std::to_string(i) + ": " + bad);
+        Report(Graph(graph.begin(), graph.begin() + static_cast<long>(i) + 1), data_seed, palette,
+               name + ", value %" + std::to_string(i) + ": " + bad, [&](const Graph& c) {
+                 return CheckValue(c, data_seed, palette, device, c.size() - 1);
+               });
+        bad_value = true;
         break;
+      }
+    }
+    // Gradients, for every `grad_every`-th structure.
+    if (!bad_value && o.grad_every > 0 && (g / kPalettes) % o.grad_every == 0) {
+      auto check = [&](const Graph& c) {
+        int unused = 0;
+        return CheckGradients(c, data_seed, palette, device, &unused);
+      };
+      const std::string bad = CheckGradients(graph, data_seed, palette, device, &grads_checked);
+      if (!bad.empty()) {
+        ++failed;
+        Report(graph, data_seed, palette, name + ", gradients: " + bad, check);
       }
     }
     if (graphs % 100 == 0) {
@@ -159,9 +187,9 @@ int Run(const Options& o) {
                 << std::flush;
     }
   }
-  std::cout << "lazycl-fuzz: " << graphs << " graphs, " << compared << " values compared, "
-            << failed << " failed, " << minutes() * 60 << " s, "
-            << metrics::counter("KernelLaunches") << " kernel launches, "
+  std::cout << "lazycl-fuzz: " << graphs << " graphs, " << compared << " values and "
+            << grads_checked << " gradients compared, " << failed << " failed, " << minutes() * 60
+            << " s, " << metrics::counter("KernelLaunches") << " kernel launches, "
             << metrics::counter("ProgramBuilds") << " programs built ("
             << metrics::counter("ProgramDiskCacheHits") << " from the disk cache)\n";
   return failed == 0 ? 0 : 1;
