@@ -341,7 +341,7 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 }
 
 Tensor broadcast_to(const Tensor& x, std::vector<int64_t> shape) {
-  const Shape& from = frontend::ImplOf(x, "broadcast_to").node->shape;
+  const Shape from = frontend::NodeOf(frontend::ImplOf(x, "broadcast_to"))->shape;
   bool ok = from.size() <= shape.size();
   for (size_t d = 0; ok && d < from.size(); ++d) {
     const int64_t want = shape[shape.size() - from.size() + d];
@@ -397,14 +397,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     frontend::ImplOf(t, "cat");
     ptrs.push_back(&t);
   }
-  const Shape& first = tensors[0].impl()->node->shape;
+  const Shape first = frontend::NodeOf(*tensors[0].impl())->shape;
   const int64_t rank = static_cast<int64_t>(first.size());
   if (rank == 0) base::ThrowInvalid("cat", "cannot concatenate rank-0 tensors; stack them instead");
   dim = NormalizeDim(dim, rank, "cat");
   DType dtype = tensors[0].dtype();
   int64_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const Shape& s = tensors[i].impl()->node->shape;
+    const Shape s = frontend::NodeOf(*tensors[i].impl())->shape;
     bool ok = static_cast<int64_t>(s.size()) == rank;
     for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || s[d] == first[d];
     if (!ok) {
