@@ -12,6 +12,7 @@
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_scope.h"
+#include "frontend/user_code.h"
 #include "ir/ir.h"
 #include "ir/post_order.h"
 #include "lazycl/env.h"
@@ -160,7 +161,8 @@ Function trace(Fn fn, std::vector<TensorSpec> args, Device device) {
       inputs.push_back(placeholder(spec.shape, spec.dtype, device));
       state->placeholders.push_back(inputs.back().impl()->node);
     }
-    state->outputs = fn(inputs);
+    state->outputs =
+        frontend::RunUserCode("trace: the traced function", [&] { return fn(inputs); });
   }
   std::vector<const ir::Node*> roots;
   for (size_t i = 0; i < state->outputs.size(); ++i) {

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"
@@ -80,6 +81,15 @@ Tensor Scalar(double value, const Tensor& like, bool bake = false) {
   const bool integral_value = std::floor(value) == value && std::isfinite(value);
   if (!integral_value && dtype != DType::f32) dtype = DType::f32;
   if (dtype == DType::boolean) dtype = DType::i32;
+  // An integral scalar must fit the integer dtype it computes in (PyTorch: "value cannot be
+  // converted to type int32 without overflow"), rather than wrap silently.
+  const double limit = dtype == DType::i32 ? 2147483648.0 : 9223372036854775808.0;
+  if (dtype != DType::f32 && !(value >= -limit && value < limit)) {
+    base::Throw(absl::InvalidArgumentError(absl::StrFormat(
+        "scalar %.0f cannot be converted to type %s without overflow (the tensor operand is %s%s; "
+        "cast it to a wider dtype first)",
+        value, dtype_name(dtype), dtype_name(like.dtype()), ir::ShapeString(like.shape()))));
+  }
   return Wrap(bake ? ir::MakeConstant(value, dtype, {}) : ir::MakeScalar(value, dtype, {}),
               like.device());
 }

@@ -11,6 +11,7 @@
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_scope.h"
+#include "frontend/user_code.h"
 #include "ir/ir.h"
 #include "lazycl/factories.h"
 #include "lazycl/function.h"
@@ -66,7 +67,8 @@ ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vecto
       x.push_back(steps == 0 ? zeros(SliceShape(full), full.dtype(), Device::host())
                              : squeeze(slice(full, 0, t, t + 1), 0));
     }
-    auto [next, y] = fn(carry, x);
+    auto [next, y] = frontend::RunUserCode(absl::StrCat("scan: the body, at step ", t, ","),
+                                           [&] { return fn(carry, x); });
     CheckCarry(init, next);
     if (steps == 0) {
       for (const Tensor& yk : y) {
@@ -138,7 +140,8 @@ TracedBody TraceBody(const ScanFn& fn, const std::vector<Tensor>& init_d,
     body.carry_in.push_back(TraceInput(c.shape(), c.dtype(), device, options));
   for (const Tensor& x : xs_d)
     body.x_in.push_back(TraceInput(SliceShape(x), x.dtype(), device, options));
-  auto [carry_out, ys_out] = fn(body.carry_in, body.x_in);
+  auto [carry_out, ys_out] = frontend::RunUserCode("scan: the body, while traced,",
+                                                   [&] { return fn(body.carry_in, body.x_in); });
   CheckCarry(init_d, carry_out);
   for (size_t k = 0; k < ys_out.size(); ++k) {
     if (!ys_out[k].defined()) Invalid(absl::StrCat("the body returned an undefined y ", k));

@@ -1,6 +1,8 @@
 #include "lazycl/tensor.h"
 
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -125,7 +127,15 @@ std::vector<T> Tensor::to_vector() const {
   Tensor host = to(Device::host());
   const ir::NodePtr leaf_node = NodeOf(*host.impl());
   const ir::Node& leaf = *leaf_node;
-  std::vector<T> out(static_cast<size_t>(ir::NumElements(leaf.shape)));
+  const int64_t n = ir::NumElements(leaf.shape);
+  std::vector<T> out;
+  try {
+    out.resize(static_cast<size_t>(n));
+  } catch (const std::bad_alloc&) {
+    base::Throw(base::HostOutOfMemory("to_vector", n * static_cast<int64_t>(sizeof(T))));
+  } catch (const std::length_error&) {
+    base::Throw(base::HostOutOfMemory("to_vector", n * static_cast<int64_t>(sizeof(T))));
+  }
   if (!out.empty()) {
     base::ThrowIfError(leaf.storage->manager().Download(leaf.storage->id(), out.data(), 0,
                                                         out.size() * sizeof(T)));
