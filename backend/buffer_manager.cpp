@@ -211,6 +211,7 @@ absl::Status BufferManager::Upload(BufferId id, const void* src, size_t offset, 
     if (!nanos.ok()) return nanos.status();
     if (device_) {
       base::metrics::Add("TransferToDeviceBytes", static_cast<int64_t>(bytes));
+      base::metrics::ThreadTransferBytes() += static_cast<int64_t>(bytes);
       base::metrics::Add("TransferToDeviceCount", 1);
       base::metrics::RecordTime("TransferToDeviceTime", *nanos);
     }
@@ -235,6 +236,7 @@ absl::Status BufferManager::Download(BufferId id, void* dst, size_t offset, size
   if (!nanos.ok()) return nanos.status();
   if (device_) {
     base::metrics::Add("TransferFromDeviceBytes", static_cast<int64_t>(bytes));
+    base::metrics::ThreadTransferBytes() += static_cast<int64_t>(bytes);
     base::metrics::Add("TransferFromDeviceCount", 1);
     base::metrics::RecordTime("TransferFromDeviceTime", *nanos);
   }

@@ -70,6 +70,11 @@ void RecordTime(std::string_view name, int64_t nanos) {
   registry.timers[std::string(name)].push_back(nanos);
 }
 
+int64_t& ThreadTransferBytes() {
+  thread_local int64_t bytes = 0;
+  return bytes;
+}
+
 void AddLiveBytes(int64_t delta) {
   static std::atomic<int64_t>& live = Counter(kLive);
   static std::atomic<int64_t>& peak = Counter(kPeak);

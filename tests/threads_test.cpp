@@ -246,5 +246,32 @@ TEST(Threads, TraceCallAndScanOnTwoThreads) {
   failures.Expect(60);
 }
 
+TEST(Threads, TraceBytesCountOnlyTheTracingThread) {
+  // Tracing on placeholders moves nothing (TraceTransferBytes stays put) even while another
+  // thread moves bytes all the time.
+  const Device cl = test::DefaultCl();
+  const int64_t before = test::C("TraceTransferBytes");
+  std::atomic<bool> done{false};
+  std::atomic<int> moves{0};
+  std::thread mover([&] {
+    std::vector<float> v(1024, 1.0f);
+    while (!done) {
+      tensor(v, {1024}, cl).to_vector<float>();
+      ++moves;
+    }
+  });
+  while (moves == 0) std::this_thread::yield();
+  // A long body, so that the other thread's transfers happen while it is traced.
+  Fn fn = [](const std::vector<Tensor>& a) {
+    Tensor x = a[0];
+    for (int k = 0; k < 300; ++k) x = exp(x) * 0.5;
+    return std::vector<Tensor>{x};
+  };
+  for (int i = 0; i < 20; ++i) trace(fn, {{{64}, DType::f32}}, cl);
+  done = true;
+  mover.join();
+  EXPECT_EQ(test::C("TraceTransferBytes"), before);
+}
+
 }  // namespace
 }  // namespace lazycl
