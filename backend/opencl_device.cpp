@@ -9,6 +9,7 @@
 #include "backend/device.h"
 #include "backend/opencl_memory.h"
 #include "backend/program_cache.h"
+#include "base/fault.h"
 #include "base/metrics_registry.h"
 
 namespace lazycl::backend {
@@ -234,6 +235,10 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
     }
   };
   const cl::NDRange local_range = local.empty() ? cl::NullRange : range(local);
+  if (base::fault::ShouldFail(base::fault::Site::kLaunch)) {
+    return ClStatus(CL_OUT_OF_RESOURCES, absl::StrCat("clEnqueueNDRangeKernel('", kernel->name(),
+                                                      "') (injected fault)"));
+  }
   cl_int err = impl_->queue.enqueueNDRangeKernel(k, cl::NullRange, range(global), local_range);
   if (err != CL_SUCCESS) {
     return ClStatus(err, absl::StrCat("clEnqueueNDRangeKernel('", kernel->name(), "')"));

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "backend/cl_error.h"
+#include "base/fault.h"
 #include "base/metrics_registry.h"
 #include "base/string_view.h"
 
@@ -315,6 +316,9 @@ absl::StatusOr<const Kernel*> ProgramCache::GetKernel(std::string_view source,
       absl::StrCat(base::Sv(options), absl::string_view("\0", 1), base::Sv(source));
   auto it = programs_.find(memory_key);
   if (it == programs_.end()) {
+    if (base::fault::ShouldFail(base::fault::Site::kBuild)) {
+      return ClStatus(CL_BUILD_PROGRAM_FAILURE, "clBuildProgram (injected fault)");
+    }
     const std::string key = KeyText(source, options);
     auto entry = std::make_unique<Program>();
     entry->hash = StableHashHex(key);

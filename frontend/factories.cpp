@@ -130,6 +130,11 @@ Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, std::option
 
 Tensor rand(std::vector<int64_t> shape, uint64_t seed, double low, double high, DType dtype,
             std::optional<Device> device) {
+  if (!(low <= high)) {  // NaN bounds too
+    base::Throw(absl::InvalidArgumentError(
+        absl::StrCat("rand: expected low <= high for the range [low, high), got low = ", low,
+                     " and high = ", high)));
+  }
   return Random(std::move(shape), dtype, device, "rand",
                 [=](size_t i) { return low + (high - low) * Uniform(seed, i); });
 }

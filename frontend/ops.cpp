@@ -39,6 +39,16 @@ NodePtr CastNode(NodePtr n, DType dtype) {
   return base::ValueOrThrow(ir::MakeCast(std::move(n), dtype));
 }
 
+// Whether two shapes broadcast together (NumPy's rule).
+bool Broadcastable(const Shape& a, const Shape& b) {
+  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+    const int64_t x = a[a.size() - i];
+    const int64_t y = b[b.size() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
 Shape BroadcastShapes(const std::vector<const Shape*>& shapes, absl::string_view op) {
   size_t rank = 0;
   for (const Shape* s : shapes) rank = std::max(rank, s->size());
@@ -101,7 +111,7 @@ Tensor Scalar(double value, const Tensor& like, bool bake = false) {
 absl::StatusOr<NodePtr> NegNode(NodePtr x) {
   if (x->dtype == DType::boolean) {
     return base::InvalidArgument(
-        "Neg", "not defined for bool tensors; cast to an integer or float dtype first");
+        "neg", "not defined for bool tensors; cast to an integer or float dtype first");
   }
   NodePtr minus_one = ir::MakeConstant(-1, x->dtype, x->shape);
   return ir::MakeBinary(Op::kMul, std::move(x), std::move(minus_one));
@@ -136,6 +146,7 @@ Tensor Unary(Op op, const Tensor& x, absl::string_view name, bool floating) {
 }
 
 std::vector<int64_t> ReduceAxes(const Tensor& x, std::vector<int64_t> dims, absl::string_view op) {
+  frontend::ImplOf(x, op);  // an undefined x is an Error naming the op
   const int64_t rank = x.dim();
   if (dims.empty()) {
     dims.resize(rank);
@@ -240,6 +251,7 @@ Tensor where(const Tensor& cond, const Tensor& a, double b) { return where(cond,
 Tensor where(const Tensor& cond, double a, const Tensor& b) { return where(cond, Scalar(a, b), b); }
 
 Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  frontend::ImplOf(x, "sum");
   const DType compute = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   return Reduce(Op::kSum, x, std::move(dims), keepdim, "sum", compute);
 }
@@ -255,6 +267,7 @@ Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
 }
 
 Tensor max(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  frontend::ImplOf(x, "max");
   return Reduce(Op::kMax, x, std::move(dims), keepdim, "max", x.dtype());
 }
 
@@ -282,6 +295,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const DType dtype = promote(x->dtype, y->dtype);
   const Shape xb(x->shape.begin(), x->shape.end() - 2);
   const Shape yb(y->shape.begin(), y->shape.end() - 2);
+  if (!Broadcastable(xb, yb)) {
+    base::ThrowInvalid("matmul",
+                       absl::StrCat("batch dims ", ir::ShapeString(xb), " of ",
+                                    ir::ShapeString(x->shape), " and ", ir::ShapeString(yb), " of ",
+                                    ir::ShapeString(y->shape), " cannot be broadcast together"));
+  }
   Shape batch = BroadcastShapes({&xb, &yb}, "matmul");
   Shape xs = batch;
   xs.insert(xs.end(), x->shape.end() - 2, x->shape.end());
@@ -441,7 +460,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     std::vector<int64_t> before(rank, 0);
     before[dim] = offset;
     offset += extent;
-    if (n->shape != out) n = base::ValueOrThrow(ir::MakePad(std::move(n), std::move(before), out));
+    // Padded with -0.0 (for floats): x + -0.0 is x for every x, so a -0.0 part stays -0.0.
+    if (n->shape != out) {
+      n = base::ValueOrThrow(ir::MakePad(std::move(n), std::move(before), out, -0.0));
+    }
     acc = acc ? base::ValueOrThrow(ir::MakeBinary(Op::kAdd, std::move(acc), std::move(n)))
               : std::move(n);
   }

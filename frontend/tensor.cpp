@@ -150,6 +150,12 @@ T Tensor::item() const {
         absl::StrCat("item: the tensor has ", numel(), " elements (shape ",
                      ir::ShapeString(shape()), "); item() needs exactly one")));
   }
+  constexpr DType want = DTypeOf<T>();
+  if (dtype() != want) {
+    base::Throw(absl::InvalidArgumentError(
+        absl::StrCat("item<", CppName(want), ">: the tensor's dtype is ", dtype_name(dtype()),
+                     "; read it with item<", CppName(dtype()), ">()")));
+  }
   return to_vector<T>()[0];
 }
 

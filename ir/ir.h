@@ -41,7 +41,7 @@ struct Node {
   // before each dim (after is implied by the shape); Sum/Max: the reduced axes, sorted (the
   // output keeps them with size 1).
   std::vector<int64_t> args;
-  double value = 0;                  // Constant, Scalar
+  double value = 0;                  // Constant, Scalar; Pad: the fill
   std::shared_ptr<Storage> storage;  // Buffer
   uint64_t hash = 0;
   // Non-leaf nodes in this node's graph, counted through every path (so shared nodes count
@@ -69,7 +69,10 @@ absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm);
 // Same rank; every dim either equal or 1 in x.
 absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape);
 absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape shape);
-absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape);
+// Pad: x placed at `before` in `shape`, the rest `fill` (cat pads with -0.0, the one value that
+// adds to every float, -0.0 included, without changing it).
+absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape,
+                                double fill = 0);
 // Reduces `axes` (sorted, unique, in range) to size 1.
 absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes);
 // a [B.., M, K] and b [B.., K, N] with equal batch dims -> [B.., M, N].

@@ -404,7 +404,7 @@ std::string Emitter::Helpers() const {
 
 std::string Emitter::Pad(const Node& n, const Index& idx) {
   const Node& x = *n.operands[0];
-  if (ir::NumElements(x.shape) == 0) return Zero(n.dtype);
+  if (ir::NumElements(x.shape) == 0) return Literal(n.value, n.dtype);
   std::vector<std::string> in = Multi(idx, n);
   std::vector<std::string> conds;
   for (size_t d = 0; d < in.size(); ++d) {
@@ -427,7 +427,7 @@ std::string Emitter::Pad(const Node& n, const Index& idx) {
   std::string value = Eval(x, Index::Multi(std::move(in)));
   if (conds.empty()) return value;
   return Assign(n.dtype, absl::StrCat("(", absl::StrJoin(conds, " && "), ") ? ", value, " : ",
-                                      Zero(n.dtype)));
+                                      Literal(n.value, n.dtype)));
 }
 
 Emitter::DimRef Emitter::Find(DimRef r) {

@@ -183,7 +183,7 @@ std::vector<T> EvalView(const Node& node, const std::vector<T>& in) {
     const int64_t source = ViewSource(node, in_strides, index);
     LAZYCL_CHECK(source < static_cast<int64_t>(in.size()), "%s reads past its operand",
                  ir::NodeString(node).c_str());
-    out.push_back(source < 0 ? T{0} : in[source]);
+    out.push_back(source < 0 ? static_cast<T>(node.value) : in[source]);
   });
   return out;
 }
