@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -69,6 +70,10 @@ struct Device::Impl {
   cl::Device device;
   std::unique_ptr<BufferManager> buffers;  // over an OpenClMemory
   std::unique_ptr<ProgramCache> programs;
+  // Setting a kernel's arguments and enqueueing it is one step: two threads launching the same
+  // cl::Kernel must not interleave their clSetKernelArg calls. Lock order: launch_mu, then the
+  // BufferManager's (PrepareWrite, Handle), then the metrics registry's.
+  std::mutex launch_mu;
 };
 
 Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -184,6 +189,7 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
     }
   }
 
+  std::lock_guard<std::mutex> lock(impl_->launch_mu);
   cl::Kernel& k = kernel->handle();
   for (size_t i = 0; i < args.size(); ++i) {
     const KernelArg& arg = args[i];

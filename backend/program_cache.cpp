@@ -309,6 +309,9 @@ void ProgramCache::SaveToDisk(const std::string& path, const std::string& key,
 absl::StatusOr<const Kernel*> ProgramCache::GetKernel(std::string_view source,
                                                       std::string_view options,
                                                       std::string_view name) {
+  // One build at a time per device: a second thread asking for the same program waits for the
+  // first one's build rather than building it again.
+  std::lock_guard<std::mutex> lock(mu_);
   std::string memory_key =
       absl::StrCat(base::Sv(options), absl::string_view("\0", 1), base::Sv(source));
   auto it = programs_.find(memory_key);

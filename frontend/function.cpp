@@ -12,6 +12,7 @@
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_scope.h"
+#include "frontend/user_code.h"
 #include "ir/ir.h"
 #include "ir/post_order.h"
 #include "lazycl/env.h"
@@ -79,17 +80,17 @@ const Function& BackwardOf(const std::shared_ptr<const Function::State>& state) 
     Fn bwd = [s, outs](const std::vector<Tensor>& in) {
       const size_t n = s->specs.size();
       absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
-      for (int i : s->used) replace[s->placeholders[i].get()] = in[i].impl()->node;
+      for (int i : s->used) replace[s->placeholders[i].get()] = frontend::NodeOf(*in[i].impl());
       std::vector<ir::NodePtr> forward;
-      for (const Tensor& out : s->outputs) forward.push_back(out.impl()->node);
+      for (const Tensor& out : s->outputs) forward.push_back(frontend::NodeOf(*out.impl()));
       forward = ir::Substitute(forward, replace);
       std::vector<ir::NodePtr> roots, seeds, targets;
       for (size_t j = 0; j < outs.size(); ++j) {
         roots.push_back(forward[outs[j]]);
-        seeds.push_back(in[n + j].impl()->node);
+        seeds.push_back(frontend::NodeOf(*in[n + j].impl()));
       }
       const std::vector<int> diff = DifferentiableArgs(*s);
-      for (int i : diff) targets.push_back(in[i].impl()->node);
+      for (int i : diff) targets.push_back(frontend::NodeOf(*in[i].impl()));
       std::vector<ir::NodePtr> adjoints = ir::Backprop(roots, seeds, targets, {});
       std::vector<Tensor> grads;
       for (size_t t = 0; t < diff.size(); ++t) {
@@ -118,7 +119,7 @@ class CallGradFn : public frontend::GradFn {
       // A used argument is read as the call read it (on the device), or as its computed
       // buffer if it has one there now; an unused one is a Constant that nothing reads.
       ir::NodePtr node = arg_nodes[i];
-      if (node && inputs[i]->device == s.device) node = inputs[i]->node;
+      if (node && inputs[i]->device == s.device) node = frontend::NodeOf(*inputs[i]);
       if (!node) node = ir::MakeConstant(0, s.specs[i].dtype, s.specs[i].shape);
       args.push_back(frontend::MakeTensor(std::move(node), s.device));
     }
@@ -160,14 +161,15 @@ Function trace(Fn fn, std::vector<TensorSpec> args, Device device) {
       inputs.push_back(placeholder(spec.shape, spec.dtype, device));
       state->placeholders.push_back(inputs.back().impl()->node);
     }
-    state->outputs = fn(inputs);
+    state->outputs =
+        frontend::RunUserCode("trace: the traced function", [&] { return fn(inputs); });
   }
   std::vector<const ir::Node*> roots;
   for (size_t i = 0; i < state->outputs.size(); ++i) {
     const Tensor& out = state->outputs[i];
     if (!out.defined())
       base::Throw(absl::InvalidArgumentError(absl::StrCat("trace: output ", i, " is undefined")));
-    roots.push_back(out.impl()->node.get());
+    roots.push_back(frontend::NodeOf(*out.impl()).get());
   }
   const auto read = LeafStorages(roots);
   for (size_t i = 0; i < state->placeholders.size(); ++i) {
@@ -186,10 +188,11 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
   for (size_t i = 0; i < args.size(); ++i) {
     const TensorImpl& impl = frontend::ImplOf(args[i], "Function");
     const TensorSpec& spec = s.specs[i];
-    if (impl.node->shape != spec.shape || impl.node->dtype != spec.dtype) {
-      base::Throw(absl::InvalidArgumentError(absl::StrCat(
-          "Function: argument ", i, " is ", SpecString(impl.node->shape, impl.node->dtype),
-          ", expected ", SpecString(spec.shape, spec.dtype))));
+    const ir::NodePtr node = frontend::NodeOf(impl);
+    if (node->shape != spec.shape || node->dtype != spec.dtype) {
+      base::Throw(absl::InvalidArgumentError(
+          absl::StrCat("Function: argument ", i, " is ", SpecString(node->shape, node->dtype),
+                       ", expected ", SpecString(spec.shape, spec.dtype))));
     }
   }
   // Only used arguments are substituted, so unused ones are never read nor uploaded.
@@ -198,7 +201,7 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
     replace[s.placeholders[i].get()] = frontend::NodeOn(args[i], s.device, "Function", i);
   }
   std::vector<ir::NodePtr> roots;
-  for (const Tensor& out : s.outputs) roots.push_back(out.impl()->node);
+  for (const Tensor& out : s.outputs) roots.push_back(frontend::NodeOf(*out.impl()));
   std::vector<ir::NodePtr> substituted = ir::Substitute(roots, replace);
   bool record = false;
   for (const Tensor& a : args) record = record || a.impl()->requires_grad;
@@ -234,7 +237,8 @@ std::vector<Tensor> call(Fn fn, const std::vector<Tensor>& args) {
   for (const Tensor& a : args) {
     const TensorImpl& impl = frontend::ImplOf(a, "call");
     ptrs.push_back(&a);
-    specs.push_back({impl.node->shape, impl.node->dtype});
+    const ir::NodePtr node = frontend::NodeOf(impl);
+    specs.push_back({node->shape, node->dtype});
   }
   Device device = frontend::OpDevice(ptrs, "call");
   if (device.is_host()) device = default_env().device();

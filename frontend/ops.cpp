@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"
@@ -90,6 +91,15 @@ Tensor Scalar(double value, const Tensor& like, bool bake = false) {
   const bool integral_value = std::floor(value) == value && std::isfinite(value);
   if (!integral_value && dtype != DType::f32) dtype = DType::f32;
   if (dtype == DType::boolean) dtype = DType::i32;
+  // An integral scalar must fit the integer dtype it computes in (PyTorch: "value cannot be
+  // converted to type int32 without overflow"), rather than wrap silently.
+  const double limit = dtype == DType::i32 ? 2147483648.0 : 9223372036854775808.0;
+  if (dtype != DType::f32 && !(value >= -limit && value < limit)) {
+    base::Throw(absl::InvalidArgumentError(absl::StrFormat(
+        "scalar %.0f cannot be converted to type %s without overflow (the tensor operand is %s%s; "
+        "cast it to a wider dtype first)",
+        value, dtype_name(dtype), dtype_name(like.dtype()), ir::ShapeString(like.shape()))));
+  }
   return Wrap(bake ? ir::MakeConstant(value, dtype, {}) : ir::MakeScalar(value, dtype, {}),
               like.device());
 }
@@ -360,7 +370,7 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 }
 
 Tensor broadcast_to(const Tensor& x, std::vector<int64_t> shape) {
-  const Shape& from = frontend::ImplOf(x, "broadcast_to").node->shape;
+  const Shape from = frontend::NodeOf(frontend::ImplOf(x, "broadcast_to"))->shape;
   bool ok = from.size() <= shape.size();
   for (size_t d = 0; ok && d < from.size(); ++d) {
     const int64_t want = shape[shape.size() - from.size() + d];
@@ -416,14 +426,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     frontend::ImplOf(t, "cat");
     ptrs.push_back(&t);
   }
-  const Shape& first = tensors[0].impl()->node->shape;
+  const Shape first = frontend::NodeOf(*tensors[0].impl())->shape;
   const int64_t rank = static_cast<int64_t>(first.size());
   if (rank == 0) base::ThrowInvalid("cat", "cannot concatenate rank-0 tensors; stack them instead");
   dim = NormalizeDim(dim, rank, "cat");
   DType dtype = tensors[0].dtype();
   int64_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const Shape& s = tensors[i].impl()->node->shape;
+    const Shape s = frontend::NodeOf(*tensors[i].impl())->shape;
     bool ok = static_cast<int64_t>(s.size()) == rank;
     for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || s[d] == first[d];
     if (!ok) {

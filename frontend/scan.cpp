@@ -11,6 +11,7 @@
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_scope.h"
+#include "frontend/user_code.h"
 #include "ir/ir.h"
 #include "lazycl/factories.h"
 #include "lazycl/function.h"
@@ -66,7 +67,8 @@ ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vecto
       x.push_back(steps == 0 ? zeros(SliceShape(full), full.dtype(), Device::host())
                              : squeeze(slice(full, 0, t, t + 1), 0));
     }
-    auto [next, y] = fn(carry, x);
+    auto [next, y] = frontend::RunUserCode(absl::StrCat("scan: the body, at step ", t, ","),
+                                           [&] { return fn(carry, x); });
     CheckCarry(init, next);
     if (steps == 0) {
       for (const Tensor& yk : y) {
@@ -107,7 +109,8 @@ Tensor TraceInput(std::vector<int64_t> shape, DType dtype, Device device,
 // a bare placeholder as it is, since it has no pending work).
 void CheckNotPlaceholders(const std::vector<Tensor>& inputs, Device device) {
   for (const Tensor& t : inputs) {
-    const ir::Node& leaf = *t.impl()->node;
+    const ir::NodePtr node = frontend::NodeOf(*t.impl());
+    const ir::Node& leaf = *node;
     if (!leaf.storage->placeholder() || leaf.storage->manager().IsWritten(leaf.storage->id()))
       continue;
     base::Throw(absl::FailedPreconditionError(absl::StrCat(
@@ -137,7 +140,8 @@ TracedBody TraceBody(const ScanFn& fn, const std::vector<Tensor>& init_d,
     body.carry_in.push_back(TraceInput(c.shape(), c.dtype(), device, options));
   for (const Tensor& x : xs_d)
     body.x_in.push_back(TraceInput(SliceShape(x), x.dtype(), device, options));
-  auto [carry_out, ys_out] = fn(body.carry_in, body.x_in);
+  auto [carry_out, ys_out] = frontend::RunUserCode("scan: the body, while traced,",
+                                                   [&] { return fn(body.carry_in, body.x_in); });
   CheckCarry(init_d, carry_out);
   for (size_t k = 0; k < ys_out.size(); ++k) {
     if (!ys_out[k].defined()) Invalid(absl::StrCat("the body returned an undefined y ", k));
@@ -194,15 +198,18 @@ class ScanGradFn : public frontend::GradFn {
       for (size_t k : fy) bxs.push_back(adjoint_or_zeros(nc + k, ys_shapes[k]));
       ScanFn vjp = [&](const std::vector<Tensor>& dc, const std::vector<Tensor>& in) {
         absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
-        for (size_t i = 0; i < nc; ++i) replace[carry_in[i].get()] = in[i].impl()->node;
-        for (size_t j = 0; j < nx; ++j) replace[x_in[j].get()] = in[nc + j].impl()->node;
+        for (size_t i = 0; i < nc; ++i)
+          replace[carry_in[i].get()] = frontend::NodeOf(*in[i].impl());
+        for (size_t j = 0; j < nx; ++j)
+          replace[x_in[j].get()] = frontend::NodeOf(*in[nc + j].impl());
         const std::vector<ir::NodePtr> outs = ir::Substitute(body, replace);
         std::vector<ir::NodePtr> seeds(outs.size());
-        for (size_t t = 0; t < fc.size(); ++t) seeds[fc[t]] = dc[t].impl()->node;
-        for (size_t t = 0; t < fy.size(); ++t) seeds[nc + fy[t]] = in[nc + nx + t].impl()->node;
+        for (size_t t = 0; t < fc.size(); ++t) seeds[fc[t]] = frontend::NodeOf(*dc[t].impl());
+        for (size_t t = 0; t < fy.size(); ++t)
+          seeds[nc + fy[t]] = frontend::NodeOf(*in[nc + nx + t].impl());
         std::vector<ir::NodePtr> targets;
-        for (size_t i : fc) targets.push_back(in[i].impl()->node);
-        for (size_t j : fx) targets.push_back(in[nc + j].impl()->node);
+        for (size_t i : fc) targets.push_back(frontend::NodeOf(*in[i].impl()));
+        for (size_t j : fx) targets.push_back(frontend::NodeOf(*in[nc + j].impl()));
         std::vector<ir::NodePtr> adjoints = ir::Backprop(outs, seeds, targets, {});
         auto wrap = [&](size_t t, const ir::NodePtr& like) {
           return adjoints[t] ? frontend::Wrap(adjoints[t], device)
@@ -268,14 +275,14 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   const TracedBody body = TraceBody(fn, init_d, xs_d, device, options, record);
   const size_t num_ys = body.num_ys;
   std::vector<ir::NodePtr> out_nodes;
-  for (const Tensor& out : body.outputs) out_nodes.push_back(out.impl()->node);
+  for (const Tensor& out : body.outputs) out_nodes.push_back(frontend::NodeOf(*out.impl()));
   runtime::StepLoop loop;
   loop.device = device.index();
   loop.outputs = runtime::DistinctOutputs(std::move(out_nodes));
-  for (const Tensor& c : body.carry_in) loop.carry_in.push_back(c.impl()->node);
-  for (const Tensor& x : body.x_in) loop.x_in.push_back(x.impl()->node);
-  for (const Tensor& c : init_d) loop.init.push_back(c.impl()->node->storage);
-  for (const Tensor& x : xs_d) loop.xs.push_back(x.impl()->node->storage);
+  for (const Tensor& c : body.carry_in) loop.carry_in.push_back(frontend::NodeOf(*c.impl()));
+  for (const Tensor& x : body.x_in) loop.x_in.push_back(frontend::NodeOf(*x.impl()));
+  for (const Tensor& c : init_d) loop.init.push_back(frontend::NodeOf(*c.impl())->storage);
+  for (const Tensor& x : xs_d) loop.xs.push_back(frontend::NodeOf(*x.impl())->storage);
   loop.steps = steps;
   loop.reverse = options.reverse;
   runtime::StepLoopResult run = base::ValueOrThrow(runtime::RunStepLoop(loop));

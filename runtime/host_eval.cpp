@@ -8,7 +8,9 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <new>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -488,6 +490,19 @@ absl::StatusOr<std::shared_ptr<ir::Storage>> ToStorage(const Node& node, const A
 
 }  // namespace
 
+namespace {
+
+// The host could not hold the value of `node` (or its working space): ResourceExhausted naming
+// the bytes of the value, rather than a std::bad_alloc escaping lazycl.
+absl::Status HostAllocFailed(const Node& node) {
+  const int64_t bytes = ir::NumElements(node.shape) * static_cast<int64_t>(dtype_size(node.dtype));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("host out of memory (", ir::OpName(node.op), " ", dtype_name(node.dtype),
+                   ir::ShapeString(node.shape), " on the host): requested ", bytes, " bytes"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<ir::Storage>> EvaluateOnHost(const ir::NodePtr& root) {
   // Every node's value stays here until the end; the map is what keeps a shared subgraph from
   // being evaluated once per path.
@@ -495,7 +510,14 @@ absl::StatusOr<std::shared_ptr<ir::Storage>> EvaluateOnHost(const ir::NodePtr& r
   for (const Node* node : ir::PostOrder(std::span<const ir::NodePtr>(&root, 1))) {
     Operands operands;
     for (const ir::NodePtr& operand : node->operands) operands.push_back(&values.at(operand.get()));
-    absl::StatusOr<Array> value = kHostRows[static_cast<int>(node->op)].eval(*node, operands);
+    absl::StatusOr<Array> value = absl::InternalError("");
+    try {
+      value = kHostRows[static_cast<int>(node->op)].eval(*node, operands);
+    } catch (const std::bad_alloc&) {
+      return HostAllocFailed(*node);
+    } catch (const std::length_error&) {
+      return HostAllocFailed(*node);
+    }
     if (!value.ok()) return value.status();
     values.emplace(node, *std::move(value));
   }
