@@ -24,6 +24,8 @@ class OpGradFn : public GradFn {
   Device device = Device::host();
   std::weak_ptr<TensorImpl> output;
 
+  ir::NodePtr ReadNode(size_t i) const override { return boundary[i]; }
+
   std::vector<Tensor> Backward(const std::vector<Tensor>& output_adjoints) override {
     std::vector<Tensor> result(inputs.size());
     const Tensor& g = output_adjoints[0];

@@ -1,6 +1,7 @@
 #include "lazycl/function.h"
 
 #include <mutex>
+#include <span>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -30,6 +31,11 @@ struct Function::State {
   std::vector<ir::NodePtr> placeholders;  // per argument
   std::vector<Tensor> outputs;            // as traced
   std::vector<int> used;
+  // Closure conversion: tensors the function captured (read without taking them as arguments)
+  // that require grad, and the node the traced IR reads for each. They are implicit inputs of
+  // every call's gradient record, after the arguments (FindCaptures).
+  std::vector<std::shared_ptr<TensorImpl>> captures;
+  std::vector<ir::NodePtr> capture_nodes;
   // The gradient, traced on first use (autograd): see MakeBackward.
   mutable std::once_flag backward_once;
   mutable std::unique_ptr<Function> backward;
@@ -50,11 +56,56 @@ absl::flat_hash_set<const ir::Storage*> LeafStorages(const std::vector<const ir:
   return storages;
 }
 
+// The captures of a traced function (State::captures): the tensors that its outputs' gradient
+// records reach, walking back from the outputs, whose values as the trace read them do not read
+// any of its placeholders (computed before the trace; a host tensor's uploaded copy). The walk
+// stops at them.
+void FindCaptures(Function::State& s) {
+  absl::flat_hash_set<const ir::Storage*> placeholders;
+  for (const ir::NodePtr& p : s.placeholders) placeholders.insert(p->storage.get());
+  absl::flat_hash_map<const ir::Node*, bool> reads;  // reads a placeholder, by node
+  auto reads_placeholder = [&](const ir::NodePtr& node) {
+    if (auto it = reads.find(node.get()); it != reads.end()) return it->second;
+    const ir::Node* root = node.get();
+    // Nodes already known are listed but not walked below: each node is walked once in all.
+    for (const ir::Node* n : ir::PostOrder(std::span<const ir::Node* const>(&root, 1),
+                                           [&](const ir::Node& m) { return reads.contains(&m); })) {
+      if (reads.contains(n)) continue;
+      bool r = n->op == ir::Op::kBuffer && placeholders.contains(n->storage.get());
+      for (const ir::NodePtr& o : n->operands) r = r || reads.at(o.get());
+      reads[n] = r;
+    }
+    return reads.at(node.get());
+  };
+  // (tensor, the node the trace read for it): a host tensor uploaded twice is read as two nodes.
+  using Read = std::pair<std::shared_ptr<TensorImpl>, ir::NodePtr>;
+  std::vector<Read> stack;
+  absl::flat_hash_set<std::pair<const TensorImpl*, const ir::Node*>> seen;
+  auto push = [&](const std::shared_ptr<TensorImpl>& impl, ir::NodePtr node) {
+    if (!impl || !impl->requires_grad) return;
+    if (!node) node = frontend::NodeOf(*impl);
+    if (seen.insert({impl.get(), node.get()}).second) stack.emplace_back(impl, std::move(node));
+  };
+  for (const Tensor& out : s.outputs) push(out.impl(), nullptr);
+  while (!stack.empty()) {
+    auto [impl, node] = std::move(stack.back());
+    stack.pop_back();
+    if (!reads_placeholder(node)) {
+      s.captures.push_back(std::move(impl));
+      s.capture_nodes.push_back(std::move(node));
+      continue;
+    }
+    if (!impl->grad_fn) continue;
+    const frontend::GradFn& fn = *impl->grad_fn;
+    for (size_t i = 0; i < fn.inputs.size(); ++i) push(fn.inputs[i], fn.ReadNode(i));
+  }
+}
+
 // The gradient of a traced function is itself a traced Function, traced once per Function:
 // arguments (the forward's arguments, then one cotangent per floating output) -> one gradient
-// per differentiable argument (used and floating). It is the VJP (Backprop) of the forward's IR,
-// so arguments it does not need are pruned like any other, and unused forward arguments are not
-// among its parameters. Captured tensors get no gradient.
+// per differentiable argument (used and floating), then one per capture. It is the VJP
+// (Backprop) of the forward's IR, so arguments it does not need are pruned like any other, and
+// unused forward arguments are not among its parameters.
 std::vector<int> DifferentiableArgs(const Function::State& s) {
   std::vector<int> out;
   for (int i : s.used) {
@@ -91,12 +142,21 @@ const Function& BackwardOf(const std::shared_ptr<const Function::State>& state) 
       }
       const std::vector<int> diff = DifferentiableArgs(*s);
       for (int i : diff) targets.push_back(frontend::NodeOf(*in[i].impl()));
+      // Captures are read by the forward IR as they were at tracing (Substitute keeps what
+      // reads no placeholder).
+      for (const ir::NodePtr& c : s->capture_nodes) targets.push_back(c);
       std::vector<ir::NodePtr> adjoints = ir::Backprop(roots, seeds, targets, {});
       std::vector<Tensor> grads;
       for (size_t t = 0; t < diff.size(); ++t) {
         grads.push_back(adjoints[t] ? frontend::Wrap(adjoints[t], s->device)
                                     : frontend::ZerosOn(s->specs[diff[t]].shape,
                                                         s->specs[diff[t]].dtype, s->device));
+      }
+      for (size_t c = 0; c < s->capture_nodes.size(); ++c) {
+        const ir::NodePtr& adjoint = adjoints[diff.size() + c];
+        const ir::Node& node = *s->capture_nodes[c];
+        grads.push_back(adjoint ? frontend::Wrap(adjoint, s->device)
+                                : frontend::ZerosOn(node.shape, node.dtype, s->device));
       }
       return grads;
     };
@@ -137,6 +197,13 @@ class CallGradFn : public frontend::GradFn {
       if (!inputs[i]->requires_grad) continue;
       result[i] = inputs[i]->device == s.device ? grads[t] : grads[t].to(inputs[i]->device);
     }
+    // The captures follow the arguments, in inputs and in the backward's results.
+    for (size_t c = 0; c < s.captures.size(); ++c) {
+      const size_t i = s.specs.size() + c;
+      if (!inputs[i]->requires_grad) continue;
+      const Tensor& g = grads[diff.size() + c];
+      result[i] = inputs[i]->device == s.device ? g : g.to(inputs[i]->device);
+    }
     return result;
   }
   int num_outputs() const override { return static_cast<int>(state->outputs.size()); }
@@ -171,6 +238,7 @@ Function trace(Fn fn, std::vector<TensorSpec> args, Device device) {
       base::Throw(absl::InvalidArgumentError(absl::StrCat("trace: output ", i, " is undefined")));
     roots.push_back(frontend::NodeOf(*out.impl()).get());
   }
+  FindCaptures(*state);
   const auto read = LeafStorages(roots);
   for (size_t i = 0; i < state->placeholders.size(); ++i) {
     if (read.contains(state->placeholders[i]->storage.get()))
@@ -205,6 +273,7 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
   std::vector<ir::NodePtr> substituted = ir::Substitute(roots, replace);
   bool record = false;
   for (const Tensor& a : args) record = record || a.impl()->requires_grad;
+  for (const auto& c : s.captures) record = record || c->requires_grad;
   std::vector<Tensor> results;
   for (size_t k = 0; k < substituted.size(); ++k) {
     ir::NodePtr node = substituted[k];
@@ -221,6 +290,7 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
       auto it = replace.find(s.placeholders[i].get());
       fn->arg_nodes.push_back(it == replace.end() ? nullptr : it->second);
     }
+    for (const auto& c : s.captures) fn->inputs.push_back(c);
     frontend::RecordOutputs(results, std::move(fn));
   }
   return results;

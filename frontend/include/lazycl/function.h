@@ -46,6 +46,8 @@ class Function {
 
 // Runs `fn` once on placeholders of `args` on `device` (an OpenCL device). Moves no bytes and
 // allocates nothing (TraceTransferBytes stays 0) unless `fn` itself mixes in host tensors.
+// Tensors `fn` captures (reads without taking them as arguments) that require grad get their
+// gradients through every call, as if they were arguments.
 Function trace(Fn fn, std::vector<TensorSpec> args, Device device);
 
 // trace(fn, specs of args) on the device of the arguments (the first OpenCL one; the default
