@@ -1,7 +1,6 @@
 #include "lazycl/function.h"
 
 #include <mutex>
-#include <span>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "frontend/autograd.h"
+#include "frontend/captures.h"
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_scope.h"
@@ -33,7 +33,7 @@ struct Function::State {
   std::vector<int> used;
   // Closure conversion: tensors the function captured (read without taking them as arguments)
   // that require grad, and the node the traced IR reads for each. They are implicit inputs of
-  // every call's gradient record, after the arguments (FindCaptures).
+  // every call's gradient record, after the arguments (frontend/captures.h).
   std::vector<std::shared_ptr<TensorImpl>> captures;
   std::vector<ir::NodePtr> capture_nodes;
   // The gradient, traced on first use (autograd): see MakeBackward.
@@ -54,51 +54,6 @@ absl::flat_hash_set<const ir::Storage*> LeafStorages(const std::vector<const ir:
     if (n->op == ir::Op::kBuffer) storages.insert(n->storage.get());
   }
   return storages;
-}
-
-// The captures of a traced function (State::captures): the tensors that its outputs' gradient
-// records reach, walking back from the outputs, whose values as the trace read them do not read
-// any of its placeholders (computed before the trace; a host tensor's uploaded copy). The walk
-// stops at them.
-void FindCaptures(Function::State& s) {
-  absl::flat_hash_set<const ir::Storage*> placeholders;
-  for (const ir::NodePtr& p : s.placeholders) placeholders.insert(p->storage.get());
-  absl::flat_hash_map<const ir::Node*, bool> reads;  // reads a placeholder, by node
-  auto reads_placeholder = [&](const ir::NodePtr& node) {
-    if (auto it = reads.find(node.get()); it != reads.end()) return it->second;
-    const ir::Node* root = node.get();
-    // Nodes already known are listed but not walked below: each node is walked once in all.
-    for (const ir::Node* n : ir::PostOrder(std::span<const ir::Node* const>(&root, 1),
-                                           [&](const ir::Node& m) { return reads.contains(&m); })) {
-      if (reads.contains(n)) continue;
-      bool r = n->op == ir::Op::kBuffer && placeholders.contains(n->storage.get());
-      for (const ir::NodePtr& o : n->operands) r = r || reads.at(o.get());
-      reads[n] = r;
-    }
-    return reads.at(node.get());
-  };
-  // (tensor, the node the trace read for it): a host tensor uploaded twice is read as two nodes.
-  using Read = std::pair<std::shared_ptr<TensorImpl>, ir::NodePtr>;
-  std::vector<Read> stack;
-  absl::flat_hash_set<std::pair<const TensorImpl*, const ir::Node*>> seen;
-  auto push = [&](const std::shared_ptr<TensorImpl>& impl, ir::NodePtr node) {
-    if (!impl || !impl->requires_grad) return;
-    if (!node) node = frontend::NodeOf(*impl);
-    if (seen.insert({impl.get(), node.get()}).second) stack.emplace_back(impl, std::move(node));
-  };
-  for (const Tensor& out : s.outputs) push(out.impl(), nullptr);
-  while (!stack.empty()) {
-    auto [impl, node] = std::move(stack.back());
-    stack.pop_back();
-    if (!reads_placeholder(node)) {
-      s.captures.push_back(std::move(impl));
-      s.capture_nodes.push_back(std::move(node));
-      continue;
-    }
-    if (!impl->grad_fn) continue;
-    const frontend::GradFn& fn = *impl->grad_fn;
-    for (size_t i = 0; i < fn.inputs.size(); ++i) push(fn.inputs[i], fn.ReadNode(i));
-  }
 }
 
 // The gradient of a traced function is itself a traced Function, traced once per Function:
@@ -238,7 +193,9 @@ Function trace(Fn fn, std::vector<TensorSpec> args, Device device) {
       base::Throw(absl::InvalidArgumentError(absl::StrCat("trace: output ", i, " is undefined")));
     roots.push_back(frontend::NodeOf(*out.impl()).get());
   }
-  FindCaptures(*state);
+  frontend::Captures captures = frontend::FindCaptures(state->outputs, state->placeholders);
+  state->captures = std::move(captures.tensors);
+  state->capture_nodes = std::move(captures.nodes);
   const auto read = LeafStorages(roots);
   for (size_t i = 0; i < state->placeholders.size(); ++i) {
     if (read.contains(state->placeholders[i]->storage.get()))

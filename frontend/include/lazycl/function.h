@@ -81,7 +81,8 @@ struct ScanOptions {
 // the per-step carries, which the forward saves in one stacked buffer per carry when init or xs
 // require grad; its body is the VJP of the traced body (intermediate values inside a step are
 // recomputed), traced once and compiled once whatever the number of steps. Tensors the body
-// captures get no gradient. On the host the loop's own ops record as usual.
+// captures get their gradient too, summed over the steps. On the host the loop's own ops
+// record as usual.
 ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs,
                 ScanOptions options = {});
 
