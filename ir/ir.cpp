@@ -85,6 +85,8 @@ constexpr DTypeRule kDTypeRules[] = {
     {Op::kSum, Takes::kF32OrI64, Gives::kOperand, "sum"},
     {Op::kMax, Takes::kAny, Gives::kOperand, "max", /*identity=*/false},
     {Op::kMatmul, Takes::kAny, Gives::kOperand},
+    {Op::kGather, Takes::kAny, Gives::kOperand},
+    {Op::kScatterAdd, Takes::kAny, Gives::kOperand},
 };
 static_assert(std::size(kDTypeRules) == kOpCount, "one dtype rule per op");
 static_assert(IsOpTable(kDTypeRules), "dtype rules in LAZYCL_OPS order");
@@ -125,23 +127,6 @@ DType Result(Op op, DType operand) {
   return RuleOf(op).gives == Gives::kBool ? DType::boolean : operand;
 }
 
-// Fills in the hash and the pending count of a node whose other fields are set. The hash
-// covers op, dtype, shape, args, the Constant value (not a Scalar's) and the operands' hashes;
-// the Constant value is tagged so that an absent value never collides with a present one.
-NodePtr Finish(Node node) {
-  uint64_t h =
-      absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape, node.args);
-  if (node.op == Op::kConstant) h = absl::HashOf(h, 0x9e3779b97f4a7c15ull, node.value);
-  int64_t pending = IsLeaf(node.op) ? 0 : 1;
-  for (const NodePtr& operand : node.operands) {
-    h = absl::HashOf(h, operand->hash);
-    pending = std::min(kPendingSaturation, pending + operand->pending);
-  }
-  node.hash = h;
-  node.pending = pending;
-  return std::make_shared<const Node>(std::move(node));
-}
-
 // A Constant or Scalar leaf. The value is stored as the dtype will hold it: integers truncate
 // toward zero and saturate (NaN becomes 0), as a cast does.
 NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
@@ -162,10 +147,27 @@ NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
                 : static_cast<double>(static_cast<float>(value));
   }
   n.value = value;
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 }  // namespace
+
+// Fills in the hash and the pending count of a node whose other fields are set. The hash
+// covers op, dtype, shape, args, the Constant value (not a Scalar's) and the operands' hashes;
+// the Constant value is tagged so that an absent value never collides with a present one.
+NodePtr FinishNode(Node node) {
+  uint64_t h =
+      absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape, node.args);
+  if (node.op == Op::kConstant) h = absl::HashOf(h, 0x9e3779b97f4a7c15ull, node.value);
+  int64_t pending = IsLeaf(node.op) ? 0 : 1;
+  for (const NodePtr& operand : node.operands) {
+    h = absl::HashOf(h, operand->hash);
+    pending = std::min(kPendingSaturation, pending + operand->pending);
+  }
+  node.hash = h;
+  node.pending = pending;
+  return std::make_shared<const Node>(std::move(node));
+}
 
 Node::~Node() {
   std::vector<NodePtr> doomed = std::move(operands);
@@ -201,7 +203,7 @@ NodePtr MakeBuffer(std::shared_ptr<Storage> storage, DType dtype, Shape shape) {
   n.dtype = dtype;
   n.shape = std::move(shape);
   n.storage = std::move(storage);
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 NodePtr MakeConstant(double value, DType dtype, Shape shape) {
@@ -217,7 +219,7 @@ NodePtr MakeIota(DType dtype, int64_t n_elements) {
   n.op = Op::kIota;
   n.dtype = dtype;
   n.shape = {n_elements};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeUnary(Op op, NodePtr x) {
@@ -230,7 +232,7 @@ absl::StatusOr<NodePtr> MakeUnary(Op op, NodePtr x) {
   n.dtype = Result(op, x->dtype);
   n.shape = x->shape;
   n.operands = {std::move(x)};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeCast(NodePtr x, DType dtype) {
@@ -239,7 +241,7 @@ absl::StatusOr<NodePtr> MakeCast(NodePtr x, DType dtype) {
   n.dtype = dtype;
   n.shape = x->shape;
   n.operands = {std::move(x)};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b) {
@@ -263,7 +265,7 @@ absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b) {
   n.dtype = Result(op, a->dtype);
   n.shape = a->shape;
   n.operands = {std::move(a), std::move(b)};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeWhere(NodePtr cond, NodePtr a, NodePtr b) {
@@ -286,7 +288,7 @@ absl::StatusOr<NodePtr> MakeWhere(NodePtr cond, NodePtr a, NodePtr b) {
   n.dtype = a->dtype;
   n.shape = a->shape;
   n.operands = {std::move(cond), std::move(a), std::move(b)};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape) {
@@ -302,7 +304,7 @@ absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape) {
   n.dtype = x->dtype;
   n.shape = std::move(shape);
   n.operands = {std::move(x)};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm) {
@@ -325,7 +327,7 @@ absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm) {
   for (int64_t p : perm) n.shape.push_back(x->shape[p]);
   n.args = std::move(perm);
   n.operands = {std::move(x)};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape) {
@@ -344,7 +346,7 @@ absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape) {
   n.dtype = x->dtype;
   n.shape = std::move(shape);
   n.operands = {std::move(x)};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape shape) {
@@ -363,7 +365,7 @@ absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape 
   n.shape = std::move(shape);
   n.args = std::move(starts);
   n.operands = {std::move(x)};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape) {
@@ -383,7 +385,7 @@ absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape sh
   n.shape = std::move(shape);
   n.args = std::move(before);
   n.operands = {std::move(x)};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes) {
@@ -414,7 +416,7 @@ absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes) 
   for (int64_t a : axes) n.shape[a] = 1;
   n.args = std::move(axes);
   n.operands = {std::move(x)};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
@@ -448,7 +450,7 @@ absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
   n.shape[r - 1] = sb[r - 1];
   if (absl::Status s = ValidateShape(n.shape, "matmul"); !s.ok()) return s;
   n.operands = {std::move(a), std::move(b)};
-  return Finish(std::move(n));
+  return FinishNode(std::move(n));
 }
 
 std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
@@ -476,7 +478,7 @@ std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
     } else {
       Node copy = *n;
       copy.operands = std::move(operands);
-      done[n] = Finish(std::move(copy));
+      done[n] = FinishNode(std::move(copy));
     }
   }
   std::vector<NodePtr> out;
