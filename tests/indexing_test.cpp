@@ -138,6 +138,14 @@ Tensor Transposed(const std::vector<float>& v, const Shape& s, Device d) {
   return transpose(tensor(tv, t, d), -1, -2);
 }
 
+void ExpectNearAll(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                   const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " element " << i;
+  }
+}
+
 struct GatherCase {
   Shape xs;
   int64_t dim;
@@ -214,6 +222,23 @@ TEST(IndexingTest, GatherOfComputedAndIntegerValuesWithTransposedIndex) {
             gather(cast(xi_host, DType::i32), 0, idx_host).to_vector<int32_t>());
   EXPECT_EQ(gather(cast(xi_dev, DType::boolean), 0, idx_dev).to_vector<uint8_t>(),
             gather(cast(xi_host, DType::boolean), 0, idx_host).to_vector<uint8_t>());
+}
+
+TEST(IndexingTest, GatheredRowsFeedReductionsAndRowKernels) {
+  // softmax over gathered rows (the CPU strategy's row kernel takes the reductions in) and a
+  // sum over the gathered dim.
+  const std::vector<float> xv = Floats(40 * 32, 11);
+  const std::vector<int64_t> iv = Ids(24 * 32, -3, 43, 12);
+  for (DType idt : {DType::i32, DType::i64}) {
+    Tensor xh = tensor(xv, {40, 32});
+    Tensor xd = tensor(xv, {40, 32}, Cl());
+    Tensor ih = IdTensor(iv, {24, 32}, idt, Device::host());
+    Tensor id = IdTensor(iv, {24, 32}, idt, Cl());
+    ExpectNearAll(softmax(gather(xd, 0, id), 1).to_vector<float>(),
+                  softmax(gather(xh, 0, ih), 1).to_vector<float>(), 1e-5, "softmax");
+    ExpectNearAll(sum(gather(xd, 0, id) * 2.0f, {0}).to_vector<float>(),
+                  sum(gather(xh, 0, ih) * 2.0f, {0}).to_vector<float>(), 1e-5, "sum");
+  }
 }
 
 TEST(IndexingTest, IndexSelectAndEmbeddingMatchTheReference) {
@@ -388,14 +413,6 @@ std::vector<float> AutoGrad(const std::function<Tensor(const Tensor&)>& f,
   Tensor xt = tensor(x, xs, d).requires_grad_();
   Tensor loss = sum(f(xt) * tensor(w, ws, d));
   return grad(loss, {xt})[0].to_vector<float>();
-}
-
-void ExpectNearAll(const std::vector<float>& got, const std::vector<float>& want, double tol,
-                   const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " element " << i;
-  }
 }
 
 TEST(IndexingTest, GradientsMatchFiniteDifferencesAndTheDevice) {
