@@ -4,6 +4,7 @@
 // contributions in ascending order along the dim, so results are the same bits on every run
 // (no atomics) and the same as the host's (runtime/host_indexing.h), which adds in that order.
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +78,11 @@ const Node* BroadcastIndex(const Node& root, const InputMap& inputs) {
     if (d == k) continue;
     if (y.shape[d] != 1 || index.shape[d] != root.shape[d]) return nullptr;
   }
+  // Few positions along k over long slices (index_select's gradient along a short last dim)
+  // would leave the device idle with a few long loops: then one work-item per element.
+  const int64_t positions = root.shape[k];
+  const int64_t slice = ir::NumElements(root.shape) / std::max<int64_t>(positions, 1);
+  if (positions < 256 && positions * 16 < slice) return nullptr;
   return &y;
 }
 

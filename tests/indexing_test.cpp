@@ -331,6 +331,17 @@ TEST(IndexingTest, ScatterAddMatchesTheReferenceOnHostAndDevice) {
                                  tensor(sv, c.ss) * 3.0f) -
                      1.0f;
       ExpectSame(dev2.to_vector<float>(), host2.to_vector<float>(), what + " views");
+      if (c.is.size() == 2) {
+        // The index a transposed view too.
+        std::vector<int64_t> it(iv.size());
+        for (size_t j = 0; j < iv.size(); ++j) {
+          const Shape at = Unravel(static_cast<int64_t>(j), c.is);
+          it[static_cast<size_t>(at[1] * c.is[0] + at[0])] = iv[j];
+        }
+        Tensor idx_t = transpose(IdTensor(it, {c.is[1], c.is[0]}, idt, Cl()), 0, 1);
+        Tensor dev3 = scatter_add(tensor(xv, c.xs, Cl()), c.dim, idx_t, tensor(sv, c.ss, Cl()));
+        ExpectSame(dev3.to_vector<float>(), want, what + " transposed index");
+      }
     }
   }
 }
@@ -365,6 +376,26 @@ TEST(IndexingTest, ScatterAddOfIntegersWrapsAndIsDeterministic) {
   const std::vector<float> first = f32(Cl());
   ExpectSame(f32(Cl()), first, "second run");
   ExpectSame(f32(Device::host()), first, "host");
+}
+
+TEST(IndexingTest, IndexSelectGradientAlongAShortDim) {
+  // 3 positions along dim 1 of [2000, 3]: the broadcast index takes the per-element kernel.
+  const std::vector<float> xv = Floats(2000 * 3, 40);
+  const std::vector<int64_t> iv = {2, 0, 2, 2, 7};
+  const std::vector<float> gv = Floats(2000 * 5, 41);
+  auto run = [&](Device d) {
+    Tensor x = tensor(xv, {2000, 3}, d).requires_grad_();
+    Tensor y = index_select(x, 1, tensor(iv, {5}, d));
+    return grad(sum(y * tensor(gv, {2000, 5}, d)), {x})[0].to_vector<float>();
+  };
+  std::vector<float> want(2000 * 3, 0.0f);
+  for (int64_t r = 0; r < 2000; ++r) {
+    for (size_t j = 0; j < iv.size(); ++j) {
+      want[r * 3 + std::min<int64_t>(iv[j], 2)] += gv[r * 5 + static_cast<int64_t>(j)];
+    }
+  }
+  ExpectSame(run(Device::host()), want, "host");
+  ExpectSame(run(Cl()), want, "device");
 }
 
 TEST(IndexingTest, OneHotFollowsPyTorch) {
