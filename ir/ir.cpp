@@ -127,6 +127,23 @@ DType Result(Op op, DType operand) {
   return RuleOf(op).gives == Gives::kBool ? DType::boolean : operand;
 }
 
+// Fills in the hash and the pending count of a node whose other fields are set. The hash
+// covers op, dtype, shape, args, the Constant value (not a Scalar's) and the operands' hashes;
+// the Constant value is tagged so that an absent value never collides with a present one.
+NodePtr Finish(Node node) {
+  uint64_t h =
+      absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape, node.args);
+  if (node.op == Op::kConstant) h = absl::HashOf(h, 0x9e3779b97f4a7c15ull, node.value);
+  int64_t pending = IsLeaf(node.op) ? 0 : 1;
+  for (const NodePtr& operand : node.operands) {
+    h = absl::HashOf(h, operand->hash);
+    pending = std::min(kPendingSaturation, pending + operand->pending);
+  }
+  node.hash = h;
+  node.pending = pending;
+  return std::make_shared<const Node>(std::move(node));
+}
+
 // A Constant or Scalar leaf. The value is stored as the dtype will hold it: integers truncate
 // toward zero and saturate (NaN becomes 0), as a cast does.
 NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
@@ -147,27 +164,10 @@ NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
                 : static_cast<double>(static_cast<float>(value));
   }
   n.value = value;
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 }  // namespace
-
-// Fills in the hash and the pending count of a node whose other fields are set. The hash
-// covers op, dtype, shape, args, the Constant value (not a Scalar's) and the operands' hashes;
-// the Constant value is tagged so that an absent value never collides with a present one.
-NodePtr FinishNode(Node node) {
-  uint64_t h =
-      absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape, node.args);
-  if (node.op == Op::kConstant) h = absl::HashOf(h, 0x9e3779b97f4a7c15ull, node.value);
-  int64_t pending = IsLeaf(node.op) ? 0 : 1;
-  for (const NodePtr& operand : node.operands) {
-    h = absl::HashOf(h, operand->hash);
-    pending = std::min(kPendingSaturation, pending + operand->pending);
-  }
-  node.hash = h;
-  node.pending = pending;
-  return std::make_shared<const Node>(std::move(node));
-}
 
 Node::~Node() {
   std::vector<NodePtr> doomed = std::move(operands);
@@ -183,6 +183,8 @@ Node::~Node() {
     }
   }
 }
+
+NodePtr FinishNode(Node node) { return Finish(std::move(node)); }
 
 const char* OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
 int OpArity(Op op) { return kOpArity[static_cast<int>(op)]; }
@@ -203,7 +205,7 @@ NodePtr MakeBuffer(std::shared_ptr<Storage> storage, DType dtype, Shape shape) {
   n.dtype = dtype;
   n.shape = std::move(shape);
   n.storage = std::move(storage);
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 NodePtr MakeConstant(double value, DType dtype, Shape shape) {
@@ -219,7 +221,7 @@ NodePtr MakeIota(DType dtype, int64_t n_elements) {
   n.op = Op::kIota;
   n.dtype = dtype;
   n.shape = {n_elements};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeUnary(Op op, NodePtr x) {
@@ -232,7 +234,7 @@ absl::StatusOr<NodePtr> MakeUnary(Op op, NodePtr x) {
   n.dtype = Result(op, x->dtype);
   n.shape = x->shape;
   n.operands = {std::move(x)};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeCast(NodePtr x, DType dtype) {
@@ -241,7 +243,7 @@ absl::StatusOr<NodePtr> MakeCast(NodePtr x, DType dtype) {
   n.dtype = dtype;
   n.shape = x->shape;
   n.operands = {std::move(x)};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b) {
@@ -265,7 +267,7 @@ absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b) {
   n.dtype = Result(op, a->dtype);
   n.shape = a->shape;
   n.operands = {std::move(a), std::move(b)};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeWhere(NodePtr cond, NodePtr a, NodePtr b) {
@@ -288,7 +290,7 @@ absl::StatusOr<NodePtr> MakeWhere(NodePtr cond, NodePtr a, NodePtr b) {
   n.dtype = a->dtype;
   n.shape = a->shape;
   n.operands = {std::move(cond), std::move(a), std::move(b)};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape) {
@@ -304,7 +306,7 @@ absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape) {
   n.dtype = x->dtype;
   n.shape = std::move(shape);
   n.operands = {std::move(x)};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm) {
@@ -327,7 +329,7 @@ absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm) {
   for (int64_t p : perm) n.shape.push_back(x->shape[p]);
   n.args = std::move(perm);
   n.operands = {std::move(x)};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape) {
@@ -346,7 +348,7 @@ absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape) {
   n.dtype = x->dtype;
   n.shape = std::move(shape);
   n.operands = {std::move(x)};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape shape) {
@@ -365,7 +367,7 @@ absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape 
   n.shape = std::move(shape);
   n.args = std::move(starts);
   n.operands = {std::move(x)};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape) {
@@ -385,7 +387,7 @@ absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape sh
   n.shape = std::move(shape);
   n.args = std::move(before);
   n.operands = {std::move(x)};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes) {
@@ -416,7 +418,7 @@ absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes) 
   for (int64_t a : axes) n.shape[a] = 1;
   n.args = std::move(axes);
   n.operands = {std::move(x)};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
@@ -450,7 +452,7 @@ absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
   n.shape[r - 1] = sb[r - 1];
   if (absl::Status s = ValidateShape(n.shape, "matmul"); !s.ok()) return s;
   n.operands = {std::move(a), std::move(b)};
-  return FinishNode(std::move(n));
+  return Finish(std::move(n));
 }
 
 std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
@@ -478,7 +480,7 @@ std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
     } else {
       Node copy = *n;
       copy.operands = std::move(operands);
-      done[n] = FinishNode(std::move(copy));
+      done[n] = Finish(std::move(copy));
     }
   }
   std::vector<NodePtr> out;
