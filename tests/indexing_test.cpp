@@ -364,6 +364,24 @@ TEST(IndexingTest, ScatterAddOfIntegersWrapsAndIsDeterministic) {
   }
   EXPECT_EQ(run(Device::host()), want);
   EXPECT_EQ(run(Cl()), want);
+  // i64 alike (large values, wrapping in 64 bits).
+  std::vector<int64_t> sv64(sv.size());
+  for (size_t i = 0; i < sv.size(); ++i) sv64[i] = static_cast<int64_t>(sv[i]) * 3000000000ll;
+  std::vector<int64_t> xv64(4 * 3, 9223372036854775000ll);
+  std::vector<int64_t> want64(xv64);
+  for (size_t j = 0; j < iv.size(); ++j) {
+    if (iv[j] < 0 || iv[j] >= 4) continue;
+    const size_t at = static_cast<size_t>(iv[j]) * 3 + j % 3;
+    want64[at] =
+        static_cast<int64_t>(static_cast<uint64_t>(want64[at]) + static_cast<uint64_t>(sv64[j]));
+  }
+  for (Device d : {Device::host(), Cl()}) {
+    EXPECT_EQ(scatter_add(tensor(xv64, {4, 3}, d), 0, IdTensor(iv, {64, 3}, DType::i32, d),
+                          tensor(sv64, {64, 3}, d))
+                  .to_vector<int64_t>(),
+              want64)
+        << d.str();
+  }
   // f32 with heavy duplication: the same bits on every run, and the host's.
   const std::vector<float> big = Floats(4096 * 8, 32);
   const std::vector<int64_t> few = Ids(4096, 0, 3, 33);
