@@ -86,6 +86,31 @@ const Node* BroadcastIndex(const Node& root, const InputMap& inputs) {
   return &y;
 }
 
+// Loops over the output slice at position `at` along k (the loop variable r), calling
+// body(c) with the output coordinates of element r; `rest` is the slice's size argument.
+template <typename Body>
+void ForRest(Emitter& e, const Node& root, size_t k, const std::string& rest, const std::string& at,
+             Body&& body) {
+  Shape rest_shape = root.shape;
+  rest_shape[k] = 1;
+  auto scope = e.SaveScope();
+  e.Line(absl::StrCat("for (idx_t r = 0; r < ", rest, "; ++r) {"));
+  e.Indent();
+  std::vector<std::string> c = e.Multi(Index::Linear("r"), rest_shape, e.DimKeys(root));
+  c[k] = at;
+  body(std::move(c));
+  e.Dedent();
+  e.Line("}");
+  e.RestoreScope(std::move(scope));
+}
+
+// The size argument of the output slice along k (every dim but k).
+std::string RestSym(Emitter& e, const Node& root, size_t k) {
+  Shape rest_shape = root.shape;
+  rest_shape[k] = 1;
+  return e.Sym(ir::NumElements(rest_shape), "rest");
+}
+
 // One work-item per position p along k: the output's slice at p is x's, then for each index
 // i (ascending) equal to p, src's slice at i is added to it. Reads the index once per item.
 KernelSpec EmitBroadcastScatter(const Node& root, const Node& y, BufferRef out,
@@ -97,23 +122,9 @@ KernelSpec EmitBroadcastScatter(const Node& root, const Node& y, BufferRef out,
   e.UnifyDims(root);
   const DType t = root.dtype;
   const std::string out_name = e.Buffer(out, t, true);
-  Shape rest_shape = root.shape;
-  rest_shape[k] = 1;
-  const std::string rest = e.Sym(ir::NumElements(rest_shape), "rest");
-  const std::vector<std::string> keys = e.DimKeys(root);
-  // Loops over the rest of the output slice at `at` (the loop variable r).
-  auto for_rest = [&](const std::string& at, auto&& body) {
-    auto scope = e.SaveScope();
-    e.Line(absl::StrCat("for (idx_t r = 0; r < ", rest, "; ++r) {"));
-    e.Indent();
-    std::vector<std::string> c = e.Multi(Index::Linear("r"), rest_shape, keys);
-    c[k] = at;
-    body(c);
-    e.Dedent();
-    e.Line("}");
-    e.RestoreScope(std::move(scope));
-  };
-  for_rest("gid", [&](const std::vector<std::string>& c) {
+  const std::string rest = RestSym(e, root, k);
+  auto for_rest = [&](const std::string& at, auto&& body) { ForRest(e, root, k, rest, at, body); };
+  for_rest("gid", [&](std::vector<std::string> c) {
     const std::string lin = e.Linear(Index::Multi(c), root);
     e.Line(absl::StrCat(out_name, "[", lin, "] = ", e.Eval(x, Index::Multi(c)), ";"));
   });
@@ -138,15 +149,66 @@ KernelSpec EmitBroadcastScatter(const Node& root, const Node& y, BufferRef out,
   return spec;
 }
 
+// Fewer indices than positions (embedding's gradient: 2048 ids into 32000 rows): after a copy
+// of x, one work-item per index i whose value v is in range and appears first at i adds, for
+// every j >= i with the same value (ascending), src's slice at j to the output's slice at v.
+// Each output slice is written by one work-item, in the order of the other kernels.
+std::vector<KernelSpec> EmitFirstOccurrenceScatter(const Node& root, const Node& y, BufferRef out,
+                                                   const InputMap& inputs, const Target& target) {
+  const size_t k = static_cast<size_t>(root.args[0]);
+  const Node& src = *root.operands[2];
+  std::vector<KernelSpec> specs;
+  specs.push_back(EmitElementwise(*root.operands[0], out, inputs, target));
+  Emitter e(inputs, IndexType(root, inputs, target), target);
+  e.UnifyDims(root);
+  const DType t = root.dtype;
+  const std::string out_name = e.Buffer(out, t, true);
+  const std::string rest = RestSym(e, root, k);
+  const std::string positions = e.Sym(root.shape[k], e.DimKey(&root, k));
+  const std::string n_index = e.Sym(y.shape[k], e.DimKey(&y, k));
+  auto y_at = [&](const std::string& i) {
+    std::vector<std::string> at(root.shape.size(), "0");
+    at[k] = i;
+    return e.Eval(y, Index::Multi(std::move(at)));
+  };
+  const std::string v = y_at("gid");
+  e.Line(absl::StrCat("if (", v, " < 0 || ", v, " >= ", positions, ") return;"));
+  e.Line(absl::StrCat("const idx_t p = (idx_t)", v, ";"));
+  auto scope = e.SaveScope();
+  e.Line("for (idx_t j = 0; j < gid; ++j) {");
+  e.Indent();
+  e.Line(absl::StrCat("if (", y_at("j"), " == ", v, ") return;"));
+  e.Dedent();
+  e.Line("}");
+  e.RestoreScope(scope);
+  e.Line(absl::StrCat("for (idx_t j = gid; j < ", n_index, "; ++j) {"));
+  e.Indent();
+  e.Line(absl::StrCat("if (", y_at("j"), " != ", v, ") continue;"));
+  ForRest(e, root, k, rest, "p", [&](std::vector<std::string> c) {
+    const std::string lin = e.Linear(Index::Multi(c), root);
+    c[k] = "j";
+    e.Line(AddTo(absl::StrCat(out_name, "[", lin, "]"), e.Eval(src, Index::Multi(c)), t));
+  });
+  e.Dedent();
+  e.Line("}");
+  e.RestoreScope(std::move(scope));
+  specs.push_back(e.FinishIndexed("scatter_ids", y.shape[k]));
+  specs.back().summary = absl::StrCat("scatter_add by first occurrence ", ir::NodeString(root));
+  return specs;
+}
+
 }  // namespace
 
-KernelSpec EmitScatterAdd(const Node& root, BufferRef out, const InputMap& inputs,
-                          const Target& target) {
+std::vector<KernelSpec> EmitScatterAdd(const Node& root, BufferRef out, const InputMap& inputs,
+                                       const Target& target) {
   LAZYCL_CHECK(root.op == Op::kScatterAdd, "EmitScatterAdd on %s", ir::OpName(root.op));
-  if (const Node* y = BroadcastIndex(root, inputs)) {
-    return EmitBroadcastScatter(root, *y, out, inputs, target);
-  }
   const size_t k = static_cast<size_t>(root.args[0]);
+  if (const Node* y = BroadcastIndex(root, inputs)) {
+    // Scans of the index: positions x indices by position, indices x indices by index.
+    if (y->shape[k] < root.shape[k])
+      return EmitFirstOccurrenceScatter(root, *y, out, inputs, target);
+    return {EmitBroadcastScatter(root, *y, out, inputs, target)};
+  }
   const Node& x = *root.operands[0];
   const Node& index = *root.operands[1];
   const Node& src = *root.operands[2];
@@ -178,7 +240,7 @@ KernelSpec EmitScatterAdd(const Node& root, BufferRef out, const InputMap& input
   e.Line(absl::StrCat(out_name, "[gid] = ", acc, ";"));
   KernelSpec spec = e.FinishIndexed("scatter", ir::NumElements(root.shape));
   spec.summary = absl::StrCat("scatter_add ", ir::NodeString(root));
-  return spec;
+  return {spec};
 }
 
 }  // namespace lazycl::kernels

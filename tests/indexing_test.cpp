@@ -396,6 +396,38 @@ TEST(IndexingTest, ScatterAddOfIntegersWrapsAndIsDeterministic) {
   ExpectSame(f32(Device::host()), first, "host");
 }
 
+TEST(IndexingTest, ScatterAddOfABroadcastIndexTakesEachKernel) {
+  // A broadcast index (one id per row of src): fewer ids than rows (a copy of x, then a
+  // work-item per first occurrence), more ids than rows (a work-item per row), and few rows
+  // of long slices (a work-item per element). Duplicates and out-of-range ids throughout.
+  struct Case {
+    int64_t rows, cols, ids;
+  };
+  for (const Case& c : {Case{40, 6, 25}, Case{9, 5, 60}, Case{3, 200, 7}}) {
+    const std::string what = std::to_string(c.rows) + " rows, " + std::to_string(c.ids) + " ids";
+    const std::vector<float> xv = Floats(c.rows * c.cols, 50 + c.rows);
+    const std::vector<float> sv = Floats(c.ids * c.cols, 60 + c.rows);
+    std::vector<int64_t> iv = Ids(c.ids, -2, c.rows + 2, 70 + c.rows);
+    iv[c.ids - 1] = iv[0];  // at least one duplicate
+    std::vector<int64_t> full(static_cast<size_t>(c.ids * c.cols));
+    for (size_t j = 0; j < full.size(); ++j) full[j] = iv[j / static_cast<size_t>(c.cols)];
+    const std::vector<float> want =
+        RefScatterAdd(xv, {c.rows, c.cols}, 0, full, {c.ids, c.cols}, sv, {c.ids, c.cols});
+    for (DType idt : {DType::i32, DType::i64}) {
+      auto run = [&](Device d, bool transposed_x) {
+        Tensor x =
+            transposed_x ? Transposed(xv, {c.rows, c.cols}, d) : tensor(xv, {c.rows, c.cols}, d);
+        Tensor index =
+            broadcast_to(reshape(IdTensor(iv, {c.ids}, idt, d), {c.ids, 1}), {c.ids, c.cols});
+        return scatter_add(x, 0, index, tensor(sv, {c.ids, c.cols}, d)).to_vector<float>();
+      };
+      ExpectSame(run(Device::host(), false), want, what + " host");
+      ExpectSame(run(Cl(), false), want, what + " device");
+      ExpectSame(run(Cl(), true), want, what + " device, transposed x");
+    }
+  }
+}
+
 TEST(IndexingTest, IndexSelectGradientAlongAShortDim) {
   // 3 positions along dim 1 of [2000, 3]: the broadcast index takes the per-element kernel.
   const std::vector<float> xv = Floats(2000 * 3, 40);
