@@ -88,6 +88,8 @@ constexpr DTypeRule kDTypeRules[] = {
     {Op::kSum, Takes::kF32OrI64, Gives::kOperand, "sum"},
     {Op::kMax, Takes::kAny, Gives::kOperand, "max", /*identity=*/false},
     {Op::kMatmul, Takes::kAny, Gives::kOperand},
+    {Op::kGather, Takes::kAny, Gives::kOperand},
+    {Op::kScatterAdd, Takes::kAny, Gives::kOperand},
 };
 static_assert(std::size(kDTypeRules) == kOpCount, "one dtype rule per op");
 static_assert(IsOpTable(kDTypeRules), "dtype rules in LAZYCL_OPS order");
@@ -188,6 +190,8 @@ Node::~Node() {
     }
   }
 }
+
+NodePtr FinishNode(Node node) { return Finish(std::move(node)); }
 
 const char* OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
 int OpArity(Op op) { return kOpArity[static_cast<int>(op)]; }

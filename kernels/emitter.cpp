@@ -125,6 +125,10 @@ void Emitter::UnifyDims(const Node& root) {
           if (n->operands[0]->shape[d] != 1) Union({n, d}, {n->operands[0].get(), d});
         }
         break;
+      case Op::kGather:
+      case Op::kScatterAdd:
+        UnifyIndexing(*n);
+        break;
       default:
         if (ir::IsReduce(n->op)) {
           const Node& x = *n->operands[0];
@@ -341,6 +345,8 @@ std::string Emitter::EvalUncached(const Node& n, const Index& idx) {
     }
     case Op::kPad:
       return Pad(n, idx);
+    case Op::kGather:
+      return Gather(n, idx);
     default:
       return EvalElementwise(n, idx);
   }

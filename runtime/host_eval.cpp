@@ -23,6 +23,7 @@
 #include "backend/host_memory.h"
 #include "base/check.h"
 #include "ir/post_order.h"
+#include "runtime/host_indexing.h"
 
 namespace lazycl::runtime {
 namespace {
@@ -416,6 +417,31 @@ absl::StatusOr<Array> EvalMatmulNode(const Node& node, const Operands& in) {
       *in[0]);
 }
 
+// Gather and ScatterAdd (host_indexing.h), for each index dtype.
+template <typename F>
+Array WithIndex(const Array& index, F&& f) {
+  if (const auto* i32 = std::get_if<std::vector<int32_t>>(&index)) return f(*i32);
+  return f(As<int64_t>(index));
+}
+absl::StatusOr<Array> EvalGather(const Node& node, const Operands& in) {
+  return std::visit(
+      [&](const auto& x) -> Array {
+        return WithIndex(*in[1],
+                         [&](const auto& index) -> Array { return GatherOnHost(node, x, index); });
+      },
+      *in[0]);
+}
+absl::StatusOr<Array> EvalScatterAdd(const Node& node, const Operands& in) {
+  return std::visit(
+      [&](const auto& x) -> Array {
+        using T = typename std::decay_t<decltype(x)>::value_type;
+        return WithIndex(*in[1], [&](const auto& index) -> Array {
+          return ScatterAddOnHost(node, x, index, As<T>(*in[2]));
+        });
+      },
+      *in[0]);
+}
+
 // The host semantics of every op (host_eval.h states them in words).
 constexpr HostRow kHostRows[] = {
     {Op::kBuffer, &EvalBuffer},
@@ -464,6 +490,8 @@ constexpr HostRow kHostRows[] = {
     {Op::kSum, &EvalReduce<SumRule>},
     {Op::kMax, &EvalReduce<MaxRule>},
     {Op::kMatmul, &EvalMatmulNode},
+    {Op::kGather, &EvalGather},
+    {Op::kScatterAdd, &EvalScatterAdd},
 };
 static_assert(std::size(kHostRows) == ir::kOpCount, "one host row per op");
 static_assert(ir::IsOpTable(kHostRows), "host rows in LAZYCL_OPS order");
