@@ -251,6 +251,27 @@ const std::map<std::string, OpFn>& Ops() {
        [](const Args& a, const Attrs& at) {
          return std::vector<Tensor>{cat({a.at("a"), a.at("b")}, at.Int("dim"))};
        }},
+      {"gather",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{gather(a.at("x"), at.Int("dim"), a.at("index"))};
+       }},
+      {"index_select",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{index_select(a.at("x"), at.Int("dim"), a.at("ids"))};
+       }},
+      {"scatter_add",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{
+             scatter_add(a.at("x"), at.Int("dim"), a.at("index"), a.at("src"))};
+       }},
+      {"embedding",
+       [](const Args& a, const Attrs&) {
+         return std::vector<Tensor>{nn::embedding(a.at("weight"), a.at("ids"))};
+       }},
+      {"one_hot",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{one_hot(a.at("ids"), at.Int("classes"))};
+       }},
       {"slice",
        [](const Args& a, const Attrs& at) {
          return std::vector<Tensor>{

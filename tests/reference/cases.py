@@ -202,11 +202,57 @@ def view_cases():
          attrs=dict(dim=2, start=1, end=3), grad=("x",))
 
 
+def _scatter_add(x, dim, index, src):
+    # torch.scatter_add: out[.., index[i,j,k], ..] += src[i,j,k] along dim.
+    idx = list(jnp.meshgrid(*[jnp.arange(n) for n in index.shape], indexing="ij"))
+    idx[dim] = index
+    return x.at[tuple(idx)].add(src)
+
+
+def indexing_cases():
+    rng = np.random.default_rng(6)
+    x = f32(rng, 4, 5, 3)
+    idx1 = rng.integers(0, 5, size=(4, 2, 3)).astype(np.int64)
+    case("gather_dim1", "gather", lambda t, i: jnp.take_along_axis(t, i, axis=1),
+         [("x", x), ("index", idx1)], attrs=dict(dim=1), grad=("x",))
+    idx0 = rng.integers(0, 4, size=(6, 5, 3)).astype(np.int32)
+    case("gather_dim0_i32_repeats", "gather", lambda t, i: jnp.take_along_axis(t, i, axis=0),
+         [("x", x), ("index", idx0)], attrs=dict(dim=0), grad=("x",))
+    big = np.array([[0, 7], [9, 1]], np.int64)  # 7 and 9 are past the end: clamped (JAX's clip)
+    case("gather_clamps_past_the_end", "gather",
+         lambda t, i: jnp.take_along_axis(t, i, axis=1, mode="clip"),
+         [("x", f32(rng, 2, 3)), ("index", big)], attrs=dict(dim=1), grad=("x",))
+    ids = np.array([3, 0, 3, 1], np.int64)
+    case("index_select_dim0", "index_select", lambda t, i: jnp.take(t, i, axis=0),
+         [("x", x), ("ids", ids)], attrs=dict(dim=0), grad=("x",))
+    case("index_select_dim2", "index_select", lambda t, i: jnp.take(t, i, axis=2),
+         [("x", x), ("ids", np.array([2, 2, 0], np.int32))], attrs=dict(dim=2), grad=("x",))
+    case("index_select_empty", "index_select", lambda t, i: jnp.take(t, i, axis=1),
+         [("x", x), ("ids", np.zeros((0,), np.int64))], attrs=dict(dim=1), grad=("x",))
+    sidx = rng.integers(0, 4, size=(6, 5)).astype(np.int64)
+    case("scatter_add_dim0_repeats", "scatter_add", lambda t, i, u: _scatter_add(t, 0, i, u),
+         [("x", f32(rng, 4, 5)), ("index", sidx), ("src", f32(rng, 6, 5))],
+         attrs=dict(dim=0), grad=("x", "src"))
+    case("scatter_add_dim1", "scatter_add", lambda t, i, u: _scatter_add(t, 1, i, u),
+         [("x", f32(rng, 3, 4)), ("index", rng.integers(0, 4, size=(3, 6)).astype(np.int32)),
+          ("src", f32(rng, 3, 6))], attrs=dict(dim=1), grad=("x", "src"))
+    table = f32(rng, 10, 4)
+    tok = rng.integers(0, 10, size=(3, 5)).astype(np.int64)
+    case("embedding", "embedding", lambda w, i: jnp.take(w, i, axis=0),
+         [("weight", table), ("ids", tok)], grad=("weight",))
+    case("embedding_i32_repeats", "embedding", lambda w, i: jnp.take(w, i, axis=0),
+         [("weight", table), ("ids", np.array([1, 1, 1, 9], np.int32))], grad=("weight",))
+    case("one_hot", "one_hot", lambda i: jax.nn.one_hot(i, 6, dtype=jnp.int64),
+         [("ids", rng.integers(0, 6, size=(2, 3)).astype(np.int64))], attrs=dict(classes=6))
+
+
+
 unary_cases()
 binary_cases()
 reduction_cases()
 matmul_cases()
 view_cases()
+indexing_cases()
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
