@@ -4,6 +4,7 @@
 // still gives the right value, with the device memory back at its level (nothing leaked).
 // Each entry runs as its own test case: BadInput/Catalogue.ThrowsAClearError/<name>.
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -367,6 +368,57 @@ std::vector<Bad> Entries() {
         },
         {"matmul"});
   entry("scan_undefined_init", [step] { scan(step, {Tensor()}, {F({3, 2})}); }, {"undefined"});
+  // ---- nn.
+  entry("linear_shapes", [] { nn::linear(F({2, 3}), F({4, 5})); }, {"linear", "[2,3]", "[4,5]"});
+  entry("linear_bias", [] { nn::linear(F({2, 3}), F({4, 3}), F({5})); }, {"linear", "bias", "[5]"});
+  entry("rms_norm_weight", [] { nn::rms_norm(F({2, 3}), F({4}), 1e-6); }, {"rms_norm", "[4]"});
+  entry("rms_norm_int", [] { nn::rms_norm(I({2, 3}), F({3}), 1e-6); }, {"rms_norm", "i32"});
+  entry("layer_norm_bias",
+        [] {
+          nn::layer_norm(F({2, 3}), F({3}), F({2}));
+        },
+        {"layer_norm", "bias", "[2]"});
+  entry("layer_norm_negative_eps",
+        [] {
+          nn::layer_norm(F({2, 3}), {}, {}, -1);
+        },
+        {"layer_norm", "eps", "-1"});
+  entry("cross_entropy_float_labels",
+        [] {
+          nn::cross_entropy(F({4, 3}), F({4}));
+        },
+        {"cross_entropy", "labels", "f32[4]"});
+  entry("cross_entropy_label_shape",
+        [] {
+          nn::cross_entropy(F({4, 3}), I({3}));
+        },
+        {"cross_entropy", "i32[3]", "[4]"});
+  entry("cross_entropy_rank1_logits", [] { nn::cross_entropy(F({4}), I({4})); },
+        {"cross_entropy", "f32[4]"});
+  entry("sdpa_shapes",
+        [] {
+          nn::scaled_dot_product_attention(F({2, 3, 4}), F({2, 5, 3}), F({2, 5, 4}));
+        },
+        {"scaled_dot_product_attention", "[2,3,4]", "[2,5,3]"});
+  entry("sdpa_int",
+        [] {
+          nn::scaled_dot_product_attention(I({3, 4}), F({3, 4}), F({3, 4}));
+        },
+        {"scaled_dot_product_attention", "i32"});
+  entry("dropout_p", [] { nn::dropout(F({3}), 1.5, 1); }, {"dropout", "1.5"});
+  entry("dropout_nan_p", [] { nn::dropout(F({3}), std::nan(""), 1); }, {"dropout", "nan"});
+  entry("embedding_float_ids", [] { nn::embedding(F({5, 3}), F({2})); }, {"embedding", "f32[2]"});
+  entry("embedding_weight_rank", [] { nn::embedding(F({5}), I({2})); }, {"embedding", "[5]"});
+  entry("gather_float_index", [] { gather(F({3, 4}), 1, F({3, 2})); }, {"gather", "f32"});
+  entry("gather_rank", [] { gather(F({3, 4}), 1, I({3})); }, {"gather", "[3]"});
+  entry("gather_dim", [] { gather(F({3, 4}), 2, I({3, 4})); }, {"gather", "2"});
+  entry("index_select_2d_ids",
+        [] {
+          index_select(F({3, 4}), 0, I({2, 2}));
+        },
+        {"index_select", "[2,2]"});
+  entry("scatter_add_dtype", [] { scatter_add(F({3}), 0, I({2}), I({2})); }, {"scatter_add"});
+  entry("one_hot_negative_classes", [] { one_hot(I({3}), -2); }, {"one_hot", "-2"});
   return c;
 }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -271,6 +272,31 @@ const std::map<std::string, OpFn>& Ops() {
       {"one_hot",
        [](const Args& a, const Attrs& at) {
          return std::vector<Tensor>{one_hot(a.at("ids"), at.Int("classes"))};
+       }},
+      {"linear",
+       [](const Args& a, const Attrs&) {
+         return std::vector<Tensor>{nn::linear(a.at("x"), a.at("weight"), a.at("bias"))};
+       }},
+      {"rms_norm",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{nn::rms_norm(a.at("x"), a.at("weight"), at.Float("eps"))};
+       }},
+      {"layer_norm",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{
+             nn::layer_norm(a.at("x"), a.at("weight"), a.at("bias"), at.Float("eps"))};
+       }},
+      {"cross_entropy",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{
+             nn::cross_entropy(a.at("logits"), a.at("labels"), at.Int("ignore_index"))};
+       }},
+      {"scaled_dot_product_attention",
+       [](const Args& a, const Attrs& at) {
+         std::optional<double> scale;
+         if (at.map.contains("scale")) scale = at.Float("scale");
+         return std::vector<Tensor>{nn::scaled_dot_product_attention(
+             a.at("q"), a.at("k"), a.at("v"), at.Bool("causal"), scale)};
        }},
       {"slice",
        [](const Args& a, const Attrs& at) {

@@ -247,12 +247,74 @@ def indexing_cases():
 
 
 
+def _log_softmax_pick(logits, labels, ignore):
+    log_p = jax.nn.log_softmax(logits, axis=1)
+    keep = labels != ignore
+    safe = jnp.where(keep, labels, 0)
+    picked = jnp.squeeze(jnp.take_along_axis(log_p, jnp.expand_dims(safe, 1), axis=1), 1)
+    return -jnp.sum(picked * keep) / jnp.sum(keep)
+
+
+def _attention(q, k, v, causal, scale):
+    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * scale
+    if causal:
+        l, n = q.shape[-2], k.shape[-2]
+        s = jnp.where(jnp.arange(n)[None, :] <= jnp.arange(l)[:, None], s, -jnp.inf)
+    return jnp.matmul(jax.nn.softmax(s, axis=-1), v)
+
+
+def nn_cases():
+    rng = np.random.default_rng(7)
+    x = f32(rng, 2, 3, 8)
+    w = f32(rng, 5, 8)
+    b = f32(rng, 5)
+    case("linear", "linear", lambda t, ww, bb: jnp.matmul(t, ww.T) + bb,
+         [("x", x), ("weight", w), ("bias", b)], grad=("x", "weight", "bias"))
+    g = f32(rng, 8, lo=0.5, hi=1.5)
+    case("rms_norm", "rms_norm",
+         lambda t, ww: t * jax.lax.rsqrt(jnp.mean(t * t, -1, keepdims=True) + 1e-6) * ww,
+         [("x", x), ("weight", g)], attrs=dict(eps=1e-6), grad=("x", "weight"))
+    beta = f32(rng, 8)
+
+    def layer_norm(t, ww, bb):
+        c = t - jnp.mean(t, -1, keepdims=True)
+        return c * jax.lax.rsqrt(jnp.mean(c * c, -1, keepdims=True) + 1e-5) * ww + bb
+
+    case("layer_norm", "layer_norm", layer_norm, [("x", x), ("weight", g), ("bias", beta)],
+         attrs=dict(eps=1e-5), grad=("x", "weight", "bias"))
+    logits = f32(rng, 6, 7, lo=-4, hi=4)
+    labels = np.array([3, -100, 0, 6, 6, 2], np.int64)
+    case("cross_entropy_ignore_index", "cross_entropy",
+         lambda z, y: _log_softmax_pick(z, y, -100), [("logits", logits), ("labels", labels)],
+         attrs=dict(ignore_index=-100), grad=("logits",))
+    logits3 = f32(rng, 2, 4, 3, lo=-3, hi=3)
+    labels3 = rng.integers(0, 4, size=(2, 3)).astype(np.int32)
+    labels3[1, 2] = 1
+    case("cross_entropy_spatial_i32", "cross_entropy",
+         lambda z, y: _log_softmax_pick(z, y, 1), [("logits", logits3), ("labels", labels3)],
+         attrs=dict(ignore_index=1), grad=("logits",))
+    q = f32(rng, 2, 3, 5, 4)
+    k = f32(rng, 2, 3, 6, 4)
+    v = f32(rng, 2, 3, 6, 2)
+    for causal in (False, True):
+        case("sdpa" + ("_causal" if causal else ""), "scaled_dot_product_attention",
+             lambda a, bb, c, causal=causal: _attention(a, bb, c, causal, 0.5),
+             [("q", q), ("k", k), ("v", v)], attrs=dict(causal=causal, scale=0.5),
+             grad=("q", "k", "v"), tol=(2e-5, 2e-6))
+    case("sdpa_default_scale_square", "scaled_dot_product_attention",
+         lambda a, bb, c: _attention(a, bb, c, True, 0.5),  # 1 / sqrt(E = 4)
+         [("q", f32(rng, 3, 6, 4)), ("k", f32(rng, 3, 6, 4)), ("v", f32(rng, 3, 6, 3))],
+         attrs=dict(causal=True), grad=("q", "k", "v"), tol=(2e-5, 2e-6))
+
+
+
 unary_cases()
 binary_cases()
 reduction_cases()
 matmul_cases()
 view_cases()
 indexing_cases()
+nn_cases()
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
