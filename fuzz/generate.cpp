@@ -102,6 +102,15 @@ std::string StepString(const Step& s, int index) {
     case Kind::kMatmul:
       o << "matmul %" << s.a << " %" << s.b;
       break;
+    case Kind::kGather:
+      o << "gather %" << s.a << " dim " << dims() << " index %" << s.b;
+      break;
+    case Kind::kIndexSelect:
+      o << "index_select %" << s.a << " dim " << dims() << " ids %" << s.b;
+      break;
+    case Kind::kScatterAdd:
+      o << "scatter_add %" << s.a << " dim " << dims() << " index %" << s.b << " src %" << s.c;
+      break;
   }
   o << " -> " << dtype_name(s.dtype) << SymStr(s.shape);
   return o.str();
@@ -201,7 +210,7 @@ class Generator {
   }
 
   void AddOp() {
-    const int r = Uniform(0, 99);
+    const int r = Uniform(0, 104);
     if (r < 18) {
       Step s{Kind::kUnary};
       s.a = PickNumeric();
@@ -309,7 +318,7 @@ class Generator {
       s.which = Uniform(0, 1);
       s.shape = x;
       Add(s);
-    } else {
+    } else if (r < 100) {
       Step s{Kind::kMatmul};
       s.a = PickNumeric();
       SymShape x = At(s.a).shape;
@@ -323,7 +332,40 @@ class Generator {
       s.shape.push_back(y.back());
       s.dtype = At(s.a).dtype == DType::i32 ? DType::i32 : DType::f32;
       Add(s);
+    } else {
+      AddIndexing();
     }
+  }
+
+  // gather, index_select or scatter_add along a dim of an earlier value, with i32 indices from
+  // [-6, 6): some out of range, which reads clamp and scatter_add drops.
+  void AddIndexing() {
+    const int a = Pick();
+    const SymShape x = At(a).shape;  // a copy: AddInput below may move steps_
+    std::vector<int> dims;
+    for (size_t d = 0; d < x.size(); ++d) {
+      if (!IsZero(x[d])) dims.push_back(static_cast<int>(d));
+    }
+    if (dims.empty()) return;
+    const int dim = dims[Uniform(0, static_cast<int>(dims.size()) - 1)];
+    const int rank = static_cast<int>(x.size());
+    const int which = At(a).dtype == DType::boolean ? Uniform(0, 1) : Uniform(0, 2);
+    Step s{which == 0 ? Kind::kGather : which == 1 ? Kind::kIndexSelect : Kind::kScatterAdd};
+    s.a = a;
+    s.dims = {Chance(0.5) ? dim : dim - rank};
+    s.dtype = At(a).dtype;
+    if (s.kind == Kind::kIndexSelect) {
+      s.b = AddInput({RandomDim()}, DType::i32);
+      s.shape = x;
+      s.shape[dim] = At(s.b).shape[0];
+    } else {
+      SymShape index = x;
+      index[dim] = RandomDim();
+      s.b = AddInput(index, DType::i32);
+      s.shape = s.kind == Kind::kGather ? index : x;
+      if (s.kind == Kind::kScatterAdd) s.c = AddInput(index, At(a).dtype);
+    }
+    Add(s);
   }
 
   void AddView() {

@@ -27,13 +27,25 @@ bool Smooth(const Step& s) {
   }
 }
 
-// The steps the last one reads, directly or not (itself included).
-std::vector<bool> Reached(const Graph& g) {
+// The steps the last one reads, directly or not (itself included); with `only_gradients`, those
+// its gradient reaches: through f32 values only, and not through a comparison, a where's
+// condition or an index (grad() says a tensor reached only through those is not in the graph
+// of the loss).
+std::vector<bool> Reached(const Graph& g, bool only_gradients) {
   std::vector<bool> reached(g.size(), false);
-  reached.back() = true;
+  reached.back() = !only_gradients || g.back().dtype == DType::f32;
   for (size_t i = g.size(); i-- > 0;) {
-    if (!reached[i]) continue;
-    for (int o : Operands(g[i])) reached[static_cast<size_t>(o)] = true;
+    const Step& s = g[i];
+    if (!reached[i] || (only_gradients && s.kind == Kind::kCompare)) continue;
+    for (int o : Operands(s)) {
+      const bool index = (s.kind == Kind::kWhere && o == s.a) ||
+                         ((s.kind == Kind::kGather || s.kind == Kind::kIndexSelect ||
+                           s.kind == Kind::kScatterAdd) &&
+                          o == s.b);
+      if (!only_gradients || (!index && g[static_cast<size_t>(o)].dtype == DType::f32)) {
+        reached[static_cast<size_t>(o)] = true;
+      }
+    }
   }
   return reached;
 }
@@ -43,13 +55,15 @@ std::vector<bool> Reached(const Graph& g) {
 std::string CheckGradients(const Graph& g, uint64_t data_seed, int palette, Device device,
                            int* checked) {
   if (g.back().dtype != DType::f32 || g.back().kind == Kind::kInput) return "";
-  const std::vector<bool> reached = Reached(g);
+  const std::vector<bool> reached = Reached(g, /*only_gradients=*/true);
+  const std::vector<bool> read = Reached(g, /*only_gradients=*/false);
   std::vector<int> wrt;
   bool smooth = true;
   for (size_t i = 0; i < g.size(); ++i) {
-    if (!reached[i]) continue;
-    smooth = smooth && Smooth(g[i]);
-    if (g[i].kind == Kind::kInput && g[i].dtype == DType::f32) wrt.push_back(static_cast<int>(i));
+    if (read[i]) smooth = smooth && Smooth(g[i]);
+    if (reached[i] && g[i].kind == Kind::kInput && g[i].dtype == DType::f32) {
+      wrt.push_back(static_cast<int>(i));
+    }
   }
   if (wrt.empty()) return "";
   const std::vector<int64_t> out_shape = Concrete(g.back().shape, palette);

@@ -28,22 +28,25 @@ using SymShape = std::vector<Dim>;
 std::vector<int64_t> Concrete(const SymShape& s, int palette);
 
 enum class Kind {
-  kInput,      // shape, dtype
-  kUnary,      // a, which
-  kBinary,     // a, b, which
-  kScalar,     // a, which, scalar
-  kCompare,    // a, b, which
-  kWhere,      // a (bool), b, c
-  kReduce,     // a, which, dims, keepdim
-  kTranspose,  // a, dims[0], dims[1]
-  kPermute,    // a, dims
-  kSlice,      // a, dims[0] = dim, dims[1] = start, dims[2] = end
-  kFlatten,    // a
-  kUnsqueeze,  // a, dims[0]
-  kBroadcast,  // a, shape
-  kCat,        // a, b, dims[0]
-  kSoftmax,    // a, dims[0], which (0 softmax, 1 log_softmax)
-  kMatmul,     // a, b
+  kInput,        // shape, dtype
+  kUnary,        // a, which
+  kBinary,       // a, b, which
+  kScalar,       // a, which, scalar
+  kCompare,      // a, b, which
+  kWhere,        // a (bool), b, c
+  kReduce,       // a, which, dims, keepdim
+  kTranspose,    // a, dims[0], dims[1]
+  kPermute,      // a, dims
+  kSlice,        // a, dims[0] = dim, dims[1] = start, dims[2] = end
+  kFlatten,      // a
+  kUnsqueeze,    // a, dims[0]
+  kBroadcast,    // a, shape
+  kCat,          // a, b, dims[0]
+  kSoftmax,      // a, dims[0], which (0 softmax, 1 log_softmax)
+  kMatmul,       // a, b
+  kGather,       // a, dims[0], b (i32 index)
+  kIndexSelect,  // a, dims[0], b (i32 ids, 1-D)
+  kScatterAdd,   // a, dims[0], b (i32 index), c (src)
 };
 
 struct Step {

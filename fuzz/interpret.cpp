@@ -133,6 +133,12 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v) {
       return s.which ? log_softmax(a, s.dims[0]) : softmax(a, s.dims[0]);
     case Kind::kMatmul:
       return matmul(a, v[s.b]);
+    case Kind::kGather:
+      return gather(a, s.dims[0], v[s.b]);
+    case Kind::kIndexSelect:
+      return index_select(a, s.dims[0], v[s.b]);
+    case Kind::kScatterAdd:
+      return scatter_add(a, s.dims[0], v[s.b], v[s.c]);
   }
   return Tensor();
 }

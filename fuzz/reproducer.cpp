@@ -115,6 +115,12 @@ std::string Expr(const Step& s, uint64_t seed, int palette) {
              std::to_string(s.dims[0]) + ")";
     case Kind::kMatmul:
       return "matmul(" + a + ", " + b + ")";
+    case Kind::kGather:
+      return "gather(" + a + ", " + std::to_string(s.dims[0]) + ", " + b + ")";
+    case Kind::kIndexSelect:
+      return "index_select(" + a + ", " + std::to_string(s.dims[0]) + ", " + b + ")";
+    case Kind::kScatterAdd:
+      return "scatter_add(" + a + ", " + std::to_string(s.dims[0]) + ", " + b + ", " + V(s.c) + ")";
   }
   return "Tensor()";
 }
