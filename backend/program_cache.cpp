@@ -181,7 +181,13 @@ absl::StatusOr<cl::Program> ProgramCache::BuildFromSource(std::string_view sourc
   cl_int err = CL_SUCCESS;
   cl::Program program(context_, std::string(source), /*build=*/false, &err);
   if (err != CL_SUCCESS) return ClStatus(err, "clCreateProgramWithSource");
-  const std::string options_text(options);
+  // The compiler's warnings are not the user's business (PoCL prints "N warnings generated." on
+  // stderr): -w, unless LAZYCL_DEBUG >= 1, which prints the build log, warnings included. A
+  // failed build's error carries its log either way. -w is not part of the cache key: it changes
+  // no code.
+  const std::string options_text =
+      debug_ >= 1 ? std::string(options)
+                  : absl::StrCat(base::Sv(options), options.empty() ? "" : " ", "-w");
   base::metrics::Add("ProgramBuilds", 1);
   err = program.build({device_}, options_text.c_str());
   base::metrics::RecordTime("CompileTime", NanosSince(start));
@@ -195,6 +201,11 @@ absl::StatusOr<cl::Program> ProgramCache::BuildFromSource(std::string_view sourc
   }
   if (debug_ >= 1) {
     std::fprintf(stderr, "lazycl: built program %s in %.1f ms\n", hash.c_str(), MsSince(start));
+    cl_int log_err = CL_SUCCESS;
+    const std::string log = program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_, &log_err);
+    if (log_err == CL_SUCCESS && log.find_first_not_of(" \t\r\n") != std::string::npos) {
+      std::fprintf(stderr, "lazycl: build log of program %s:\n%s\n", hash.c_str(), log.c_str());
+    }
   }
   return program;
 }

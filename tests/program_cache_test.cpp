@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -313,6 +314,51 @@ TEST_F(ProgramCacheTest, UnknownKernelNameIsNotFound) {
   EXPECT_EQ(kernel.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(std::string(kernel.status().message()).find("no_such_kernel"), std::string::npos);
   EXPECT_NE(std::string(kernel.status().message()).find("scale_names"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lazycl::backend
+
+namespace lazycl::backend {
+namespace {
+
+// A kernel the OpenCL C compiler warns about (incompatible pointer types), with a name of its
+// own per process so that no compiler cache has it.
+std::string WarningSource() {
+  const std::string name =
+      "warns_" + std::to_string(getpid()) + "_" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  return "__kernel void " + name +
+         "(__global float* x) { __global int* p = x; p[get_global_id(0)] = 1; }\n";
+}
+
+std::string KernelName(const std::string& source) {
+  const size_t at = source.find("warns_");
+  return source.substr(at, source.find('(') - at);
+}
+
+// Issue 14: PoCL printed "N warnings generated." on the user's stderr at every cold build.
+TEST(ProgramCacheWarningsTest, BuildsAreQuietAndLazyclDebugShowsTheWarnings) {
+  const std::string quiet_source = WarningSource();
+  {
+    std::unique_ptr<Device> device = test::OpenDeviceWith({{"LAZYCL_KERNEL_CACHE_DIR", ""}});
+    ASSERT_NE(device, nullptr);
+    testing::internal::CaptureStderr();
+    auto kernel = device->GetKernel(quiet_source, "", KernelName(quiet_source));
+    const std::string err = testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_EQ(err, "");
+  }
+  // The same kind of kernel at LAZYCL_DEBUG=1: the warnings are there, in the build log.
+  const std::string loud_source = WarningSource();
+  std::unique_ptr<Device> device =
+      test::OpenDeviceWith({{"LAZYCL_KERNEL_CACHE_DIR", ""}, {"LAZYCL_DEBUG", "1"}});
+  ASSERT_NE(device, nullptr);
+  testing::internal::CaptureStderr();
+  auto kernel = device->GetKernel(loud_source, "", KernelName(loud_source));
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_NE(err.find("warning"), std::string::npos) << err;
 }
 
 }  // namespace
