@@ -21,6 +21,7 @@
 #include "kernels/lower.h"
 #include "runtime/devices.h"
 #include "runtime/graph_dump.h"
+#include "runtime/matmul_tuner.h"
 #include "runtime/storage.h"
 
 namespace lazycl::runtime {
@@ -91,13 +92,22 @@ std::vector<const Node*> TopologicalOrder(const std::vector<const Node*>& output
   return ir::PostOrder(outputs);
 }
 
-kernels::Target TargetOf(const backend::Device& device) {
+absl::StatusOr<kernels::Target> TargetOf(backend::Device& device, const kernels::Graph& graph) {
   kernels::Target target;
   const base::Settings& settings = base::CurrentSettings();
   target.cpu = settings.codegen == base::CodegenStrategy::kCpu ||
                (settings.codegen == base::CodegenStrategy::kAuto &&
                 device.info().type != base::DeviceType::kGpu);
   if (device.info().max_param_bytes > 0) target.max_param_bytes = device.info().max_param_bytes;
+  // The f32 CPU matmul's blocking is chosen (maybe timed) on the first graph that has one.
+  const bool f32_matmul = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node* n) {
+    return n->op == ir::Op::kMatmul && n->dtype == DType::f32;
+  });
+  if (target.cpu && f32_matmul) {
+    absl::StatusOr<kernels::MatmulBlocking> blocking = MatmulBlockingFor(device);
+    if (!blocking.ok()) return blocking.status();
+    target.matmul = *blocking;
+  }
   return target;
 }
 
@@ -212,13 +222,16 @@ absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device_index,
   backend::Device& device = OpenClDevice(device_index);
   const base::Settings& settings = base::CurrentSettings();
   std::vector<uint64_t> key = GraphKey(graph);
+  key.push_back(MatmulBlockingGeneration());  // plans of an overridden blocking are not reused
   const uint64_t hash = absl::HashOf(key);
   GraphCache& cache = GraphCaches()[device_index];
   if (std::shared_ptr<CachedPlan> hit = cache.Find(hash, key)) {
     base::metrics::Add("GraphCacheHits", 1);
     return hit;
   }
-  absl::StatusOr<kernels::Plan> plan = kernels::Lower(graph, TargetOf(device));
+  absl::StatusOr<kernels::Target> target = TargetOf(device, graph);
+  if (!target.ok()) return target.status();
+  absl::StatusOr<kernels::Plan> plan = kernels::Lower(graph, *target);
   if (!plan.ok()) return plan.status();
   auto cached = std::make_shared<CachedPlan>();
   cached->hash = hash;
