@@ -260,3 +260,35 @@ TEST(TuneModeTest, ReadsTheVariable) {
 
 }  // namespace
 }  // namespace lazycl
+
+namespace lazycl {
+namespace {
+
+// matmul([B, T, K], [K, N]) runs as one [B * T, K] @ [K, N] product, so the weight's gradient
+// (A^T dC summed over B) is one matmul over B * T rows, not B products and a sum; both match
+// the host.
+TEST(MatmulTuneTest, WeightGradientOfBatchedInputIsOneProduct) {
+  const Device cl = test::DefaultCl();
+  const Device host = Device::host();
+  const Tensor hx = randn({4, 16, 32}, 1, DType::f32, host);
+  const Tensor hw = randn({32, 24}, 2, DType::f32, host);
+  const Tensor hg = randn({4, 16, 24}, 3, DType::f32, host);
+  const Tensor x = hx.to(cl), g = hg.to(cl);
+  const Tensor w = hw.to(cl).requires_grad_();
+  sync({x, w, g});
+  const Tensor y = matmul(x, w);
+  EXPECT_EQ(y.shape(), (std::vector<int64_t>{4, 16, 24}));
+  const std::vector<Tensor> dw = grad(y, {w}, g);
+  const int64_t before = test::C("KernelLaunches");
+  sync(dw);
+  EXPECT_EQ(test::C("KernelLaunches") - before, 1);
+  test::ExpectNear(dw[0], matmul(transpose(reshape(hx, {64, 32}), 0, 1), reshape(hg, {64, 24})),
+                   1e-4);
+  test::ExpectNear(y, matmul(hx, hw), 1e-4);
+  // A view operand stays batched (read in place): the same values.
+  const Tensor xt = transpose(randn({4, 32, 16}, 4, DType::f32, host), 1, 2);
+  test::ExpectNear(matmul(xt.to(cl), w.detach()), matmul(xt, hw), 1e-4);
+}
+
+}  // namespace
+}  // namespace lazycl
