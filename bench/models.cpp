@@ -74,7 +74,10 @@ int Models(const std::vector<std::string>& argv) {
     return 2;
   }
   const std::string only = args.option("only").value_or("");
-  auto wanted = [&](const std::string& name) { return name.starts_with(only); };
+  // A row (or a group of rows, by the prefix of their names) that --only selects.
+  auto wanted = [&](const std::string& name) {
+    return name.starts_with(only) || only.starts_with(name);
+  };
   try {
     const backend::DeviceInfo& info = runtime::OpenClDevice(0).info();
     const std::string device =

@@ -327,7 +327,7 @@ absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string
   // multiple of any block and whose K spans several panels; then it is timed on 768^3.
   Runner check(device, 67, 83, 1100);
   Runner timed(device, 768, 768, 768);
-  double best_gflops = 0;
+  constexpr double kFlops = 2.0 * 768 * 768 * 768;
   for (const MatmulBlocking& b : candidates) {
     CandidateResult r{b, 0, ""};
     std::vector<float> out;
@@ -340,13 +340,21 @@ absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string
     } else if (absl::StatusOr<double> t = timed.Run(b, 3, nullptr); !t.ok()) {
       r.error = std::string(t.status().message());
     } else {
-      r.gflops = 2.0 * 768 * 768 * 768 / *t / 1e6;
-      if (r.gflops > best_gflops) {
-        best_gflops = r.gflops;
-        result.best = b;
-      }
+      r.gflops = kFlops / *t / 1e6;
     }
     result.candidates.push_back(r);
+  }
+  // A second round over the built kernels, each keeping its better round, so that a slow
+  // stretch of a shared machine does not decide alone.
+  double best_gflops = 0;
+  for (CandidateResult& r : result.candidates) {
+    if (!r.error.empty()) continue;
+    if (absl::StatusOr<double> t = timed.Run(r.blocking, 3, nullptr); t.ok() && *t > 0)
+      r.gflops = std::max(r.gflops, kFlops / *t / 1e6);
+    if (r.gflops > best_gflops) {
+      best_gflops = r.gflops;
+      result.best = r.blocking;
+    }
   }
   if (best_gflops == 0) {
     std::string why;

@@ -170,7 +170,8 @@ def main():
     args = ap.parse_args()
     if args.repeat <= 0:
         sys.exit("--repeat expects a positive integer")
-    wanted = lambda name: name.startswith(args.only)
+    # A row (or a group of rows, by the prefix of their names) that --only selects.
+    wanted = lambda name: name.startswith(args.only) or args.only.startswith(name)
     print(f"peers (cpu: {cpu_flags()}, {os.cpu_count()} cpus), median of {args.repeat}")
     rows, device = jax_rows(args.repeat, wanted)
     if args.json_jax:
