@@ -23,15 +23,13 @@ namespace {
 // The CPU matmul splits its rows finer while it would have fewer work-items than this.
 constexpr int64_t kMatmulMinWorkItems = 16;
 
-// The macros that matmul_cpu.cl takes its blocking from.
-std::string BlockingDefines(const MatmulBlocking& b) {
+// matmul_cpu.cl's unrolling macros for `b` (the rest of its blocking comes as -D options):
+// LC_ROWS(X) = X(0) .. X(MR - 1), LC_VECS(X, i) = X(i, 0) .. X(i, NR / LC_VW - 1).
+std::string UnrollMacros(const MatmulBlocking& b) {
   std::string rows, vecs;
   for (int i = 0; i < b.mr; ++i) absl::StrAppend(&rows, " X(", i, ")");
   for (int v = 0; v < b.nr / b.vw; ++v) absl::StrAppend(&vecs, " X(i, ", v, ")");
-  return absl::StrCat("#define LC_VW ", b.vw, "\n#define LC_FV float", b.vw,
-                      "\n#define LC_VLOAD vload", b.vw, "\n#define LC_VSTORE vstore", b.vw,
-                      "\n#define MR ", b.mr, "\n#define NR ", b.nr, "\n#define KB ", b.kb,
-                      "\n#define LC_ROWS(X)", rows, "\n#define LC_VECS(X, i)", vecs, "\n");
+  return absl::StrCat("#define LC_ROWS(X)", rows, "\n#define LC_VECS(X, i)", vecs, "\n");
 }
 
 }  // namespace
@@ -60,8 +58,11 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                "codegen: invalid matmul blocking vw=%d mr=%d nr=%d kb=%d rows=%d", bl.vw, bl.mr,
                bl.nr, bl.kb, bl.rows);
   KernelSpec spec;
-  spec.source = blocked ? BlockingDefines(bl) + std::string(Template("matmul_cpu.cl"))
+  spec.source = blocked ? UnrollMacros(bl) + std::string(Template("matmul_cpu.cl"))
                         : std::string(Template("matmul.cl"));
+  if (blocked)
+    spec.options =
+        absl::StrCat("-DLC_VW=", bl.vw, " -DMR=", bl.mr, " -DNR=", bl.nr, " -DKB=", bl.kb);
   const std::string t = CType(root.dtype);
   if (!blocked) spec.options = absl::StrCat("-DT=", t, " -DTS=16");
   auto buffer = [](BufferRef ref, bool written) {

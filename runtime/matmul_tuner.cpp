@@ -344,13 +344,17 @@ absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string
     }
     result.candidates.push_back(r);
   }
-  // A second round over the built kernels, each keeping its better round, so that a slow
-  // stretch of a shared machine does not decide alone.
+  // Two more rounds over the built kernels (milliseconds each), each candidate keeping its best
+  // round, so that a slow stretch of a shared machine does not decide alone.
+  for (int round = 0; round < 2; ++round) {
+    for (CandidateResult& r : result.candidates) {
+      if (!r.error.empty()) continue;
+      if (absl::StatusOr<double> t = timed.Run(r.blocking, 3, nullptr); t.ok() && *t > 0)
+        r.gflops = std::max(r.gflops, kFlops / *t / 1e6);
+    }
+  }
   double best_gflops = 0;
-  for (CandidateResult& r : result.candidates) {
-    if (!r.error.empty()) continue;
-    if (absl::StatusOr<double> t = timed.Run(r.blocking, 3, nullptr); t.ok() && *t > 0)
-      r.gflops = std::max(r.gflops, kFlops / *t / 1e6);
+  for (const CandidateResult& r : result.candidates) {
     if (r.gflops > best_gflops) {
       best_gflops = r.gflops;
       result.best = r.blocking;

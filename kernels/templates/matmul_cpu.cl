@@ -1,10 +1,10 @@
 // C[b] = A[b] @ B[b] for f32 on CPU devices. PoCL runs a loop inside one work-item as written
 // (POCL.md), so the vector width is written out: a work-item owns an NR-column panel of C and
 // `mb` of its rows, computed in blocks of MR x NR held in MR * (NR / LC_VW) vector accumulators.
-// The blocking comes from the including source (kernels/emit_matmul.cpp, chosen per device by
-// runtime/matmul_tuner): LC_VW (floats per vector: 4, 8 or 16), LC_FV (that vector type),
-// LC_VLOAD / LC_VSTORE (vloadN / vstoreN), MR, NR (a multiple of LC_VW), KB, and the unrolling
-// macros LC_ROWS(X) = X(0) .. X(MR - 1) and LC_VECS(X, i) = X(i, 0) .. X(i, NR / LC_VW - 1).
+// The blocking (kernels/emit_matmul.cpp, chosen per device by runtime/matmul_tuner) comes as
+// build options -DLC_VW= (floats per vector: 4, 8 or 16) -DMR= -DNR= (a multiple of LC_VW)
+// -DKB=, and the source before this text defines the unrolling macros LC_ROWS(X) = X(0) ..
+// X(MR - 1) and LC_VECS(X, i) = X(i, 0) .. X(i, NR / LC_VW - 1).
 // B's rows are `b_sk` apart (8 KiB at N = 2048): reading the panel straight from B maps every row
 // onto the same few cache sets and a new page per k, so nothing is reused from cache. Instead
 // the work-item first copies KB rows of its panel into contiguous local memory (KB * NR floats,
@@ -24,6 +24,12 @@
 #define LC_EPI_PARAMS
 #define LC_EPI_ARGS
 #endif
+
+#define LC_CAT(a, b) a##b
+#define LC_XCAT(a, b) LC_CAT(a, b)
+#define LC_FV LC_XCAT(float, LC_VW)  // the vector type
+#define LC_VLOAD LC_XCAT(vload, LC_VW)
+#define LC_VSTORE LC_XCAT(vstore, LC_VW)
 
 // Accumulator v (a vector of LC_VW columns) of row i, and row i's pointer into C.
 #define LC_ACC(i, v) acc##i##_##v
