@@ -11,7 +11,7 @@
 
 // The f32 CPU matmul's blocking per device (kernels::MatmulBlocking, templates/matmul_cpu.cl).
 // The candidates derive from what the device reports (float vector width, caches); on first use
-// each is built, checked against a host reference and timed on a representative product, and
+// each is built, checked against a host reference and timed on model-like products, and
 // the fastest correct one is kept in the kernel cache directory, keyed by device name, driver
 // version, library version and template text. LAZYCL_MATMUL_TUNE: "0" never times (the
 // derived default), "1" always tunes on first use (in memory when there is no cache
@@ -47,7 +47,7 @@ std::string BlockingString(const kernels::MatmulBlocking& b);  // "vw=16 mr=8 nr
 
 struct CandidateResult {
   kernels::MatmulBlocking blocking;
-  double gflops = 0;  // 0 when it failed
+  double gflops = 0;  // geometric mean over the timed shapes; 0 when it failed
   std::string error;  // why it could not win ("" when it ran and matched the reference)
 };
 
