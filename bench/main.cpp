@@ -102,7 +102,7 @@ constexpr Command kCommands[] = {
      lazycl::bench::Models},
     {"tune",
      "time the f32 CPU matmul's candidate blockings, keep the best in the kernel cache "
-     "[--cached: reuse a cached choice]",
+     "[--cached: reuse a cached choice] [--width N: the candidates for N floats per vector]",
      lazycl::bench::Tune},
     {"ops-first-result", "(internal) W1 once in this process, for ops' first-result rows",
      lazycl::bench::OpsFirstResult},
