@@ -2,7 +2,9 @@
 
 // The single source of truth for IR ops: X(name, arity, category).
 // Categories: Leaf (no operands), Unary/Binary/Ternary/Compare (elementwise, fused freely),
-// View (index arithmetic only), Reduce (one output element per kept index), Matmul.
+// View (index arithmetic only), Reduce (one output element per kept index), Matmul, Gather
+// (a data-dependent read: fuses like a view whose index along one dim is read from a tensor),
+// Scatter (a data-dependent write: always a kernel of its own, kernels/emit_gather.cpp).
 //
 // Every pass keeps one table with a row per op, in this order, and a static_assert that it has
 // kOpCount rows: ir.cpp's dtype rules, kernels/ OpenCL C expressions, runtime/host_eval.cpp's
@@ -59,7 +61,9 @@
   X(Pad, 1, View)       \
   X(Sum, 1, Reduce)     \
   X(Max, 1, Reduce)     \
-  X(Matmul, 2, Matmul)
+  X(Matmul, 2, Matmul)  \
+  X(Gather, 2, Gather)  \
+  X(ScatterAdd, 3, Scatter)
 
 #include <cstddef>
 
@@ -85,7 +89,9 @@ enum class OpCategory : unsigned char {
   Compare,
   View,
   Reduce,
-  Matmul
+  Matmul,
+  Gather,
+  Scatter
 };
 
 const char* OpName(Op op);

@@ -131,6 +131,8 @@ constexpr OpExprRow kOpExprs[] = {
     {Op::kSum, nullptr},
     {Op::kMax, nullptr},
     {Op::kMatmul, nullptr},
+    {Op::kGather, nullptr},
+    {Op::kScatterAdd, nullptr},
 };
 static_assert(std::size(kOpExprs) == kOpCount, "one row per op of LAZYCL_OPS");
 
