@@ -32,6 +32,13 @@ struct DeviceInfo {
   int64_t max_work_group_size = 0;
   int64_t local_mem_bytes = 0;
   bool fp64 = false;
+  // SIMD width and caches, for kernels that block for them (the matmul tuner): floats per
+  // vector (CL_DEVICE_PREFERRED/NATIVE_VECTOR_WIDTH_FLOAT; PoCL reports the host's SIMD width)
+  // and CL_DEVICE_GLOBAL_MEM_CACHE_SIZE / CACHELINE_SIZE (0 where not reported).
+  int preferred_float_width = 0;
+  int native_float_width = 0;
+  int64_t global_mem_cache_bytes = 0;
+  int64_t cache_line_bytes = 0;
 };
 
 // One argument of a kernel launch.

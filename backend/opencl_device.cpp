@@ -120,6 +120,14 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
       static_cast<int64_t>(impl->device.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>());
   info.local_mem_bytes = static_cast<int64_t>(impl->device.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>());
   info.fp64 = impl->device.getInfo<CL_DEVICE_DOUBLE_FP_CONFIG>() != 0;
+  info.preferred_float_width =
+      static_cast<int>(impl->device.getInfo<CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT>());
+  info.native_float_width =
+      static_cast<int>(impl->device.getInfo<CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT>());
+  info.global_mem_cache_bytes =
+      static_cast<int64_t>(impl->device.getInfo<CL_DEVICE_GLOBAL_MEM_CACHE_SIZE>());
+  info.cache_line_bytes =
+      static_cast<int64_t>(impl->device.getInfo<CL_DEVICE_GLOBAL_MEM_CACHELINE_SIZE>());
 
   cl_int err = CL_SUCCESS;
   impl->context = cl::Context(impl->device, nullptr, nullptr, nullptr, &err);

@@ -12,5 +12,7 @@ int Backend(const std::vector<std::string>& args);
 int Transfer(const std::vector<std::string>& args);
 int Ops(const std::vector<std::string>& args);
 int OpsFirstResult(const std::vector<std::string>& args);
+int Models(const std::vector<std::string>& args);
+int Tune(const std::vector<std::string>& args);
 
 }  // namespace lazycl::bench

@@ -96,6 +96,14 @@ constexpr Command kCommands[] = {
      "fused elementwise, reductions, softmax, matmul, MLP beside measured limits [--json F] "
      "[--repeat N]",
      lazycl::bench::Ops},
+    {"models",
+     "MLP train step and forward, matmul nn/tn/nt at 1024 and 2048, attention bmm [--json F] "
+     "[--repeat N] [--only PREFIX]",
+     lazycl::bench::Models},
+    {"tune",
+     "time the f32 CPU matmul's candidate blockings, keep the best in the kernel cache "
+     "[--cached: reuse a cached choice] [--width N: the candidates for N floats per vector]",
+     lazycl::bench::Tune},
     {"ops-first-result", "(internal) W1 once in this process, for ops' first-result rows",
      lazycl::bench::OpsFirstResult},
     {"devices", "list OpenCL platforms and devices, and the one LAZYCL_* selects",

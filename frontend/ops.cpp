@@ -293,6 +293,21 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     base::ThrowInvalid("matmul", "bool operands are not supported; cast them first");
   }
   const DType dtype = promote(x->dtype, y->dtype);
+  if (y->shape.size() == 2 && x->shape.size() > 2 && k > 0 && !ir::IsView(x->op)) {
+    // [.., M, K] @ [K, N] as one [B * M, K] @ [K, N] product (a contiguous operand reshapes for
+    // free; a view stays batched and is read in place): b's gradient is then one product over
+    // B * M rows rather than B products and a sum.
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < x->shape.size(); ++d) rows *= x->shape[d];
+    Shape out(x->shape.begin(), x->shape.end() - 1);
+    out.push_back(y->shape.back());
+    absl::StatusOr<NodePtr> flat = ir::MakeReshape(CastNode(std::move(x), dtype), {rows, k});
+    if (!flat.ok()) base::Throw(flat.status());
+    absl::StatusOr<NodePtr> product =
+        ir::MakeMatmul(*std::move(flat), CastNode(std::move(y), dtype));
+    if (!product.ok()) base::Throw(product.status());
+    return Wrap(ir::MakeReshape(*std::move(product), std::move(out)), device, {{&a, a0}, {&b, b0}});
+  }
   const Shape xb(x->shape.begin(), x->shape.end() - 2);
   const Shape yb(y->shape.begin(), y->shape.end() - 2);
   if (!Broadcastable(xb, yb)) {

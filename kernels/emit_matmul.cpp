@@ -23,7 +23,22 @@ namespace {
 // The CPU matmul splits its rows finer while it would have fewer work-items than this.
 constexpr int64_t kMatmulMinWorkItems = 16;
 
+// matmul_cpu.cl's unrolling macros for `b` (the rest of its blocking comes as -D options):
+// LC_ROWS(X) = X(0) .. X(MR - 1), LC_VECS(X, i) = X(i, 0) .. X(i, NR / LC_VW - 1).
+std::string UnrollMacros(const MatmulBlocking& b) {
+  std::string rows, vecs;
+  for (int i = 0; i < b.mr; ++i) absl::StrAppend(&rows, " X(", i, ")");
+  for (int v = 0; v < b.nr / b.vw; ++v) absl::StrAppend(&vecs, " X(i, ", v, ")");
+  return absl::StrCat("#define LC_ROWS(X)", rows, "\n#define LC_VECS(X, i)", vecs, "\n");
+}
+
 }  // namespace
+
+bool ValidBlocking(const MatmulBlocking& b) {
+  return (b.vw == 4 || b.vw == 8 || b.vw == 16) && (b.nr == 16 || b.nr == 32 || b.nr == 64) &&
+         b.nr % b.vw == 0 && b.mr >= 1 && b.mr <= 16 && b.kb >= 16 && b.kb <= 2048 &&
+         b.rows >= b.mr && b.rows <= 1024 && b.rows % b.mr == 0;
+}
 
 KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                       const StridedOperand& b, const Target& target, const Node* epilogue,
@@ -35,11 +50,19 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
   int64_t batches = 1;
   for (size_t d = 0; d + 2 < r; ++d) batches *= root.shape[d];
 
-  // CPU and f32: 8 x 32 register blocks over a copied B panel (matmul_cpu.cl); otherwise 16 x 16
-  // local-memory tiles.
+  // CPU and f32: MR x NR register blocks over a copied B panel (matmul_cpu.cl, blocked as
+  // target.matmul says); otherwise 16 x 16 local-memory tiles.
   const bool blocked = target.cpu && root.dtype == DType::f32;
+  const MatmulBlocking& bl = target.matmul;
+  LAZYCL_CHECK(!blocked || ValidBlocking(bl),
+               "codegen: invalid matmul blocking vw=%d mr=%d nr=%d kb=%d rows=%d", bl.vw, bl.mr,
+               bl.nr, bl.kb, bl.rows);
   KernelSpec spec;
-  spec.source = std::string(Template(blocked ? "matmul_cpu.cl" : "matmul.cl"));
+  spec.source = blocked ? UnrollMacros(bl) + std::string(Template("matmul_cpu.cl"))
+                        : std::string(Template("matmul.cl"));
+  if (blocked)
+    spec.options =
+        absl::StrCat("-DLC_VW=", bl.vw, " -DMR=", bl.mr, " -DNR=", bl.nr, " -DKB=", bl.kb);
   const std::string t = CType(root.dtype);
   if (!blocked) spec.options = absl::StrCat("-DT=", t, " -DTS=16");
   auto buffer = [](BufferRef ref, bool written) {
@@ -81,16 +104,18 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                i64(n),
                i64(k)};
   if (blocked) {
-    // Rows per work-item (matmul_cpu.cl's `mb`, a multiple of its MR = 8): many rows share one
-    // copy of a B panel, but keep enough work-items for every core.
-    int64_t rows = std::min<int64_t>(128, static_cast<int64_t>(RoundUp(static_cast<size_t>(m), 8)));
-    auto work_items = [&](int64_t r) { return (m + r - 1) / r * ((n + 31) / 32) * batches; };
-    while (rows > 8 && work_items(rows) < kMatmulMinWorkItems) rows = rows / 16 * 8;
+    // Rows per work-item (matmul_cpu.cl's `mb`, a multiple of MR): many rows share one copy of
+    // a B panel, but keep enough work-items for every core.
+    const int64_t mr = bl.mr, nr = bl.nr;
+    int64_t rows = std::min<int64_t>(bl.rows, (m + mr - 1) / mr * mr);
+    auto work_items = [&](int64_t r) { return (m + r - 1) / r * ((n + nr - 1) / nr) * batches; };
+    while (rows > mr && work_items(rows) < kMatmulMinWorkItems)
+      rows = std::max(mr, rows / 2 / mr * mr);
     spec.args.push_back(i64(rows));
     spec.launches.push_back(
         Launch{"matmul_cpu",
-               {static_cast<size_t>((m + rows - 1) / rows),
-                RoundUp(static_cast<size_t>(n), 32) / 32, static_cast<size_t>(batches)},
+               {static_cast<size_t>((m + rows - 1) / rows), static_cast<size_t>((n + nr - 1) / nr),
+                static_cast<size_t>(batches)},
                {1, 1, 1},
                {}});
   } else {

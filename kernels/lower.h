@@ -10,8 +10,23 @@
 namespace lazycl::kernels {
 
 // What lowering needs to know about the device; filled by the executor from backend::DeviceInfo.
+// The blocking of the f32 CPU matmul (templates/matmul_cpu.cl), chosen per device by
+// runtime/matmul_tuner.h from what the device reports; the defaults suit AVX-512.
+struct MatmulBlocking {
+  int vw = 16;     // floats per vector: 4, 8 or 16
+  int mr = 8;      // rows of C per register block: 1..16
+  int nr = 32;     // columns of C per work-item: 16, 32 or 64, a multiple of vw
+  int kb = 256;    // rows of B per panel copy (kb * nr floats of local memory): 16..2048
+  int rows = 128;  // most rows of C per work-item: a multiple of mr, at most 1024
+  bool operator==(const MatmulBlocking&) const = default;
+};
+
+// Whether `b` satisfies the ranges above (the template assumes them).
+bool ValidBlocking(const MatmulBlocking& b);
+
 struct Target {
   bool cpu = true;                 // CPU strategies (PoCL) vs GPU strategies
+  MatmulBlocking matmul;           // f32 CPU matmul blocking
   int64_t max_param_bytes = 1024;  // CL_DEVICE_MAX_PARAMETER_SIZE
   bool bind_offsets = false;       // copied from Graph::bind_offsets by Lower
   // The scalar index of each Scalar leaf (Graph::scalar_of), set by Lower for the emitters.

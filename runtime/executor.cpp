@@ -22,6 +22,7 @@
 #include "kernels/lower.h"
 #include "runtime/devices.h"
 #include "runtime/graph_dump.h"
+#include "runtime/matmul_tuner.h"
 #include "runtime/storage.h"
 
 namespace lazycl::runtime {
@@ -37,6 +38,8 @@ using ir::Node;
 //     while lowering, compiling or launching),
 //   CachedPlan::kernels_mu (one plan's entry points; held while one is created, which takes the
 //     device's ProgramCache mutex inside it),
+//   the matmul tuner's (matmul_tuner.h; taken while lowering, outside CacheMutex, and held while
+//     a first use tunes, which launches through the backend),
 //   then the backend's: Device launch mutex -> BufferManager mutex -> metrics registry.
 // A plan is immutable once cached but for `kernels`, so threads run one plan concurrently; the
 // device's in-order queue orders their kernels, and a buffer freed to the pool by one thread is
@@ -108,13 +111,22 @@ std::vector<const Node*> TopologicalOrder(const std::vector<const Node*>& output
   return ir::PostOrder(outputs);
 }
 
-kernels::Target TargetOf(const backend::Device& device) {
+absl::StatusOr<kernels::Target> TargetOf(backend::Device& device, const kernels::Graph& graph) {
   kernels::Target target;
   const base::Settings& settings = base::CurrentSettings();
   target.cpu = settings.codegen == base::CodegenStrategy::kCpu ||
                (settings.codegen == base::CodegenStrategy::kAuto &&
                 device.info().type != base::DeviceType::kGpu);
   if (device.info().max_param_bytes > 0) target.max_param_bytes = device.info().max_param_bytes;
+  // The f32 CPU matmul's blocking is chosen (maybe timed) on the first graph that has one.
+  const bool f32_matmul = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node* n) {
+    return n->op == ir::Op::kMatmul && n->dtype == DType::f32;
+  });
+  if (target.cpu && f32_matmul) {
+    absl::StatusOr<kernels::MatmulBlocking> blocking = MatmulBlockingFor(device);
+    if (!blocking.ok()) return blocking.status();
+    target.matmul = *blocking;
+  }
   return target;
 }
 
@@ -229,6 +241,7 @@ absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device_index,
   backend::Device& device = OpenClDevice(device_index);
   const base::Settings& settings = base::CurrentSettings();
   std::vector<uint64_t> key = GraphKey(graph);
+  key.push_back(MatmulBlockingGeneration());  // plans of an overridden blocking are not reused
   const uint64_t hash = absl::HashOf(key);
   {
     std::lock_guard<std::mutex> lock(CacheMutex());
@@ -238,7 +251,9 @@ absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device_index,
     }
   }
   // Lowered unlocked: two threads may lower one graph at once; the later insert wins.
-  absl::StatusOr<kernels::Plan> plan = kernels::Lower(graph, TargetOf(device));
+  absl::StatusOr<kernels::Target> target = TargetOf(device, graph);
+  if (!target.ok()) return target.status();
+  absl::StatusOr<kernels::Plan> plan = kernels::Lower(graph, *target);
   if (!plan.ok()) return plan.status();
   auto cached = std::make_shared<CachedPlan>();
   cached->hash = hash;

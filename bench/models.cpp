@@ -1,0 +1,187 @@
+// lazycl-bench models: the model-shaped workloads built on matmul (issue 13): an MLP training
+// step and its forward pass, square matmuls with either operand transposed, and the batched
+// matmuls of attention. bench/peers/models.py computes the same rows in JAX and numpy with the
+// same JSON schema, and scripts/compare.sh joins the two.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backend/device.h"
+#include "bench/args.h"
+#include "bench/commands.h"
+#include "bench/cpu_flags.h"
+#include "bench/timing.h"
+#include "lazycl/lazycl.h"
+#include "runtime/devices.h"
+
+namespace lazycl::bench {
+namespace {
+
+// One row: `ms` is the median time of one step; `value` is that time (unit "ms") or the
+// GFLOP/s it gives (unit "GFLOP/s"). kernels: launches per step (metrics "KernelLaunches").
+struct ModelRow {
+  std::string name;
+  double ms = 0;
+  double value = 0;
+  std::string unit;
+  int64_t kernels = -1;
+};
+
+Tensor Randn(std::vector<int64_t> shape, uint64_t seed, double scale = 1.0) {
+  Tensor t = randn(std::move(shape), seed, DType::f32, Device::opencl()) * scale;
+  sync({t});
+  return t.detach();
+}
+
+// Runs `step` (which builds a graph and syncs it) `warmup` times, counts the launches of one
+// more run, then returns the median of `repeat` timed runs.
+double TimeStep(int warmup, int repeat, int64_t* kernels, const std::function<void()>& step) {
+  for (int i = 0; i < warmup; ++i) step();
+  const int64_t before = metrics::counter("KernelLaunches");
+  step();
+  *kernels = metrics::counter("KernelLaunches") - before;
+  return MedianMs(0, repeat, step);
+}
+
+constexpr int kLayers = 8;
+constexpr int64_t kHidden = 1024;
+constexpr int64_t kBatch = 256;
+constexpr double kLearningRate = 1e-3;
+
+// relu(h @ w[l] + b[l]) for each layer.
+Tensor MlpForward(const Tensor& x, const std::vector<Tensor>& w, const std::vector<Tensor>& b) {
+  Tensor h = x;
+  for (size_t l = 0; l < w.size(); ++l) h = relu(matmul(h, w[l]) + b[l]);
+  return h;
+}
+
+}  // namespace
+
+int Models(const std::vector<std::string>& argv) {
+  Args args(argv, {}, {"json", "repeat", "only"});
+  const int repeat = static_cast<int>(args.positive("repeat", 5));
+  if (!args.error().empty()) {
+    std::fprintf(stderr,
+                 "lazycl-bench models: %s\nusage: lazycl-bench models [--json FILE] [--repeat N] "
+                 "[--only NAME_PREFIX]\n",
+                 args.error().c_str());
+    return 2;
+  }
+  const std::string only = args.option("only").value_or("");
+  // A row (or a group of rows, by the prefix of their names) that --only selects.
+  auto wanted = [&](const std::string& name) {
+    return name.starts_with(only) || only.starts_with(name);
+  };
+  try {
+    const backend::DeviceInfo& info = runtime::OpenClDevice(0).info();
+    const std::string device =
+        absl::StrCat(info.device_name, " (", info.platform_name, ", ", info.driver_version, ")");
+    const std::string flags = CpuFlags();
+    std::printf(
+        "lazycl-bench models on %s\ncpu: %s, %d compute units; median of %d after warm-up\n",
+        device.c_str(), flags.c_str(), info.compute_units, repeat);
+    std::printf("  %-22s %10s %-8s %10s %8s\n", "row", "value", "unit", "ms", "kernels");
+    std::vector<ModelRow> rows;
+    auto add = [&](ModelRow row) {
+      std::printf("  %-22s %10.4g %-8s %10.4g %8lld\n", row.name.c_str(), row.value,
+                  row.unit.c_str(), row.ms, static_cast<long long>(row.kernels));
+      std::fflush(stdout);
+      rows.push_back(std::move(row));
+    };
+    auto ms_row = [&](const std::string& name, int warmup, const std::function<void()>& step) {
+      ModelRow r{name, 0, 0, "ms", -1};
+      r.ms = TimeStep(warmup, repeat, &r.kernels, step);
+      r.value = r.ms;
+      add(r);
+    };
+    auto flops_row = [&](const std::string& name, double flops, const std::function<void()>& step) {
+      ModelRow r{name, 0, 0, "GFLOP/s", -1};
+      r.ms = TimeStep(2, repeat, &r.kernels, step);
+      r.value = flops / r.ms / 1e6;
+      add(r);
+    };
+
+    if (wanted("mlp")) {
+      std::vector<Tensor> w, b;
+      for (int l = 0; l < kLayers; ++l) {
+        w.push_back(Randn({kHidden, kHidden}, 10 + l, 1.0 / 32));
+        b.push_back(Randn({kHidden}, 20 + l, 0.1));
+      }
+      const Tensor x = Randn({kBatch, kHidden}, 30);
+      const Tensor target = Randn({kBatch, kHidden}, 31);
+      if (wanted("mlp_train_step_ms")) {
+        // Forward, backward (lazycl::grad) and the SGD update of every weight and bias.
+        ms_row("mlp_train_step_ms", 2, [&] {
+          std::vector<Tensor> params;
+          for (Tensor& t : w) params.push_back(t.detach().requires_grad_());
+          for (Tensor& t : b) params.push_back(t.detach().requires_grad_());
+          const std::vector<Tensor> pw(params.begin(), params.begin() + kLayers);
+          const std::vector<Tensor> pb(params.begin() + kLayers, params.end());
+          const Tensor diff = MlpForward(x, pw, pb) - target;
+          const Tensor loss = mean(diff * diff);
+          const std::vector<Tensor> g = grad(loss, params);
+          std::vector<Tensor> updated{loss.detach()};
+          for (int l = 0; l < kLayers; ++l) {
+            w[l] = (pw[l].detach() - g[l] * kLearningRate).detach();
+            b[l] = (pb[l].detach() - g[kLayers + l] * kLearningRate).detach();
+            updated.push_back(w[l]);
+            updated.push_back(b[l]);
+          }
+          sync(updated);
+        });
+      }
+      if (wanted("mlp_infer_ms")) ms_row("mlp_infer_ms", 2, [&] { sync({MlpForward(x, w, b)}); });
+    }
+    for (int64_t n : {1024, 2048}) {
+      const double flops = 2.0 * static_cast<double>(n * n * n);
+      const Tensor a = Randn({n, n}, 5), c = Randn({n, n}, 6);
+      const std::string size = absl::StrCat("_", n);
+      if (wanted("matmul_nn" + size))
+        flops_row("matmul_nn" + size, flops, [&] { sync({matmul(a, c)}); });
+      // A^T B and A B^T: the transposed operand is a view, read in place.
+      if (wanted("matmul_tn" + size))
+        flops_row("matmul_tn" + size, flops, [&] { sync({matmul(transpose(a, 0, 1), c)}); });
+      if (wanted("matmul_nt" + size))
+        flops_row("matmul_nt" + size, flops, [&] { sync({matmul(a, transpose(c, 0, 1))}); });
+    }
+    if (wanted("bmm")) {
+      const Tensor q = Randn({128, 64, 32}, 40), kt = Randn({128, 32, 64}, 41);
+      const Tensor p = Randn({128, 64, 64}, 42), v = Randn({128, 64, 32}, 43);
+      if (wanted("bmm_qk"))
+        flops_row("bmm_qk", 2.0 * 128 * 64 * 64 * 32, [&] { sync({matmul(q, kt)}); });
+      if (wanted("bmm_pv"))
+        flops_row("bmm_pv", 2.0 * 128 * 64 * 32 * 64, [&] { sync({matmul(p, v)}); });
+    }
+
+    if (auto path = args.option("json")) {
+      std::vector<std::string> items;
+      for (const ModelRow& r : rows) {
+        items.push_back(absl::StrFormat(
+            "    {\"name\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", \"ms\": %.6g, "
+            "\"kernels\": %d}",
+            r.name, r.value, r.unit, r.ms, r.kernels));
+      }
+      std::ofstream file(*path);
+      file << absl::StrFormat(
+          "{\"side\": \"lazycl\", \"device\": \"%s\", \"cpu_flags\": \"%s\", \"repeat\": %d,\n "
+          "\"results\": [\n%s\n]}\n",
+          device, flags, repeat, absl::StrJoin(items, ",\n"));
+      if (!file) {
+        std::fprintf(stderr, "lazycl-bench models: cannot write %s\n", path->c_str());
+        return 1;
+      }
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "lazycl-bench models: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace lazycl::bench

@@ -1,0 +1,466 @@
+#include "runtime/matmul_tuner.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/settings.h"
+#include "ir/ir.h"
+#include "kernels/codegen.h"
+#include "kernels/templates.h"
+
+namespace lazycl::runtime {
+
+using kernels::MatmulBlocking;
+
+namespace {
+
+constexpr int64_t kDefaultL1 = 32 * 1024;
+
+// A cache size from /sys ("48K", "1024K", "32M"); 0 when absent or malformed.
+int64_t SysCacheBytes(int index) {
+  std::ifstream in(absl::StrCat("/sys/devices/system/cpu/cpu0/cache/index", index, "/size"));
+  int64_t value = 0;
+  char unit = 0;
+  if (!(in >> value)) return 0;
+  in >> unit;
+  if (unit == 'K') return value * 1024;
+  if (unit == 'M') return value * 1024 * 1024;
+  return value;
+}
+
+// The cache level and type of /sys's index `index`.
+bool SysCacheIs(int index, int level, const char* type) {
+  std::ifstream lv(absl::StrCat("/sys/devices/system/cpu/cpu0/cache/index", index, "/level"));
+  std::ifstream ty(absl::StrCat("/sys/devices/system/cpu/cpu0/cache/index", index, "/type"));
+  int l = 0;
+  std::string t;
+  return (lv >> l) && (ty >> t) && l == level && (t == type || t == "Unified");
+}
+
+int VectorWidth(const SimdInfo& s) {
+  const int w = s.native_float_width > 0 ? s.native_float_width : s.preferred_float_width;
+  return w >= 16 ? 16 : w >= 8 ? 8 : 4;
+}
+
+// Vector registers: 32 with 16-float vectors (AVX-512), 16 otherwise (SSE, AVX2, NEON's 32 is
+// not assumed).
+int VectorRegisters(int vw) { return vw >= 16 ? 32 : 16; }
+
+// The most rows whose accumulators (nv vectors each), nv vectors of B and one broadcast fit the
+// registers; 0 when fewer than 2.
+int MaxRows(int vw, int nr) {
+  const int nv = nr / vw;
+  const int mr = std::min(16, (VectorRegisters(vw) - nv - 1) / nv);
+  return mr >= 2 ? mr : 0;
+}
+
+int64_t PowerOfTwoAtMost(int64_t x) {
+  int64_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+
+// KB: the largest power of two whose panel (kb * nr floats) fills at most 3/4 of L1 (A's rows
+// stream through the rest), in [64, 1024] and in local memory.
+int PanelDepth(const SimdInfo& s, int nr) {
+  const int64_t l1 = s.l1_bytes > 0 ? s.l1_bytes : kDefaultL1;
+  int64_t kb = std::clamp<int64_t>(PowerOfTwoAtMost(l1 * 3 / 4 / (nr * 4)), 64, 1024);
+  while (s.local_mem_bytes > 0 && kb > 16 && kb * nr * 4 > s.local_mem_bytes) kb /= 2;
+  return static_cast<int>(kb);
+}
+
+MatmulBlocking Make(int vw, int mr, int nr, int kb) {
+  MatmulBlocking b;
+  b.vw = vw;
+  b.mr = mr;
+  b.nr = nr;
+  b.kb = kb;
+  b.rows = 128 / mr * mr;
+  return b;
+}
+
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// Deterministic values in [-1, 1).
+std::vector<float> Values(size_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = static_cast<float>(static_cast<double>(seed >> 40) / double(1 << 23) - 1.0);
+  }
+  return v;
+}
+
+// Runs one candidate's kernel on [m, k] @ [k, n] through the backend; returns the result in
+// `out` and the median milliseconds of `repeat` launches after one warm-up.
+class Runner {
+ public:
+  Runner(backend::Device& device, int64_t m, int64_t n, int64_t k, int64_t batches = 1)
+      : device_(device), m_(m), n_(n), k_(k), batches_(batches) {
+    a_ = Values(static_cast<size_t>(batches * m * k), 1);
+    b_ = Values(static_cast<size_t>(batches * k * n), 2);
+    backend::BufferManager& buffers = device.buffers();
+    ids_[0] = buffers.Declare(a_.size() * 4, "matmul tune A");
+    ids_[1] = buffers.Declare(b_.size() * 4, "matmul tune B");
+    ids_[2] = buffers.Declare(static_cast<size_t>(batches * m * n) * 4, "matmul tune C");
+  }
+  ~Runner() {
+    for (backend::BufferId id : ids_) device_.buffers().Release(id);
+  }
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  absl::StatusOr<double> Run(const MatmulBlocking& blocking, int repeat, std::vector<float>* out) {
+    if (!uploaded_) {
+      if (absl::Status s = device_.buffers().Upload(ids_[0], a_.data(), 0, a_.size() * 4); !s.ok())
+        return s;
+      if (absl::Status s = device_.buffers().Upload(ids_[1], b_.data(), 0, b_.size() * 4); !s.ok())
+        return s;
+      uploaded_ = true;
+    }
+    ir::Shape as = {m_, k_}, bs = {k_, n_};
+    if (batches_ > 1) {
+      as.insert(as.begin(), batches_);
+      bs.insert(bs.begin(), batches_);
+    }
+    absl::StatusOr<ir::NodePtr> root =
+        ir::MakeMatmul(ir::MakeConstant(0, DType::f32, as), ir::MakeConstant(0, DType::f32, bs));
+    if (!root.ok()) return root.status();
+    kernels::Target target;
+    target.cpu = true;
+    target.matmul = blocking;
+    kernels::BufferRef a{kernels::BufferRef::Kind::kParam, 0},
+        b{kernels::BufferRef::Kind::kParam, 1};
+    const kernels::KernelSpec spec =
+        kernels::EmitMatmul(**root, {kernels::BufferRef::Kind::kOutput, 0}, {a, 0, m_ * k_, k_, 1},
+                            {b, 0, k_ * n_, n_, 1}, target);
+    std::vector<backend::KernelArg> args;
+    for (const kernels::KernelArgSpec& s : spec.args) {
+      if (s.kind == kernels::KernelArgSpec::Kind::kBuffer) {
+        const backend::BufferId id =
+            s.buffer.kind == kernels::BufferRef::Kind::kOutput ? ids_[2] : ids_[s.buffer.index];
+        args.push_back(s.written ? backend::KernelArg::Write(id) : backend::KernelArg::Read(id));
+      } else {
+        args.push_back(backend::KernelArg::Int64(s.value));
+      }
+    }
+    const kernels::Launch& launch = spec.launches.at(0);
+    absl::StatusOr<const backend::Kernel*> kernel =
+        device_.GetKernel(spec.source, spec.options, launch.name);
+    if (!kernel.ok()) return kernel.status();
+    std::vector<double> times;
+    for (int i = 0; i <= repeat; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      if (absl::Status s = device_.Launch(*kernel, args, launch.global, launch.local); !s.ok())
+        return s;
+      if (absl::Status s = device_.Finish(); !s.ok()) return s;
+      if (i > 0)
+        times.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count());
+    }
+    if (out != nullptr) {
+      out->resize(static_cast<size_t>(batches_ * m_ * n_));
+      if (absl::Status s = device_.buffers().Download(ids_[2], out->data(), 0, out->size() * 4);
+          !s.ok())
+        return s;
+    }
+    std::sort(times.begin(), times.end());
+    return times.empty() ? 0.0 : times[times.size() / 2];
+  }
+
+  // The largest error of `c` against a double-precision product, relative to the size of the
+  // terms (sum |a| |b|).
+  double Error(const std::vector<float>& c) const {
+    double worst = 0;
+    for (int64_t i = 0; i < m_; ++i) {
+      for (int64_t j = 0; j < n_; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t p = 0; p < k_; ++p) {
+          const double t = double(a_[i * k_ + p]) * double(b_[p * n_ + j]);
+          sum += t;
+          mag += std::fabs(t);
+        }
+        worst = std::max(worst, std::fabs(c[i * n_ + j] - sum) / (mag + 1e-30));
+      }
+    }
+    return worst;
+  }
+
+ private:
+  backend::Device& device_;
+  int64_t m_, n_, k_, batches_;
+  std::vector<float> a_, b_;
+  backend::BufferId ids_[3] = {0, 0, 0};
+  bool uploaded_ = false;
+};
+
+}  // namespace
+
+SimdInfo SimdOf(const backend::DeviceInfo& info) {
+  SimdInfo s;
+  s.preferred_float_width = info.preferred_float_width;
+  s.native_float_width = info.native_float_width;
+  s.local_mem_bytes = info.local_mem_bytes;
+  if (info.type == base::DeviceType::kCpu) {
+    for (int i = 0; i < 8; ++i) {
+      if (s.l1_bytes == 0 && SysCacheIs(i, 1, "Data")) s.l1_bytes = SysCacheBytes(i);
+      if (s.l2_bytes == 0 && SysCacheIs(i, 2, "Unified")) s.l2_bytes = SysCacheBytes(i);
+    }
+  }
+  if (s.l2_bytes == 0) s.l2_bytes = info.global_mem_cache_bytes;
+  return s;
+}
+
+MatmulBlocking DefaultBlocking(const SimdInfo& simd) {
+  const int vw = VectorWidth(simd);
+  const int nr = std::clamp(2 * vw, 16, 64);
+  return Make(vw, std::min(8, MaxRows(vw, nr)), nr, PanelDepth(simd, nr));
+}
+
+std::vector<MatmulBlocking> MatmulCandidates(const SimdInfo& simd) {
+  const int vw = VectorWidth(simd);
+  std::vector<MatmulBlocking> out = {DefaultBlocking(simd)};
+  auto add = [&](const MatmulBlocking& b) {
+    if (kernels::ValidBlocking(b) &&
+        (simd.local_mem_bytes <= 0 || int64_t{b.kb} * b.nr * 4 <= simd.local_mem_bytes) &&
+        std::find(out.begin(), out.end(), b) == out.end())
+      out.push_back(b);
+  };
+  for (int nr : {16, 32, 64}) {
+    if (nr < vw || nr / vw > 4) continue;
+    const int most = MaxRows(vw, nr);
+    if (most == 0) continue;
+    const int kb = PanelDepth(simd, nr);
+    std::vector<int> mrs;  // the most rows and the next of 8, 4: two of them
+    for (int mr : {most, 8, 4}) {
+      if (mr <= most && mrs.size() < 2 && std::find(mrs.begin(), mrs.end(), mr) == mrs.end())
+        mrs.push_back(mr);
+    }
+    for (int mr : mrs) add(Make(vw, mr, nr, kb));
+  }
+  // Deeper panels (in L2) and fewer rows per work-item, for the default.
+  MatmulBlocking deeper = out[0];
+  deeper.kb *= 2;
+  if (simd.l2_bytes <= 0 || int64_t{deeper.kb} * deeper.nr * 4 <= simd.l2_bytes / 4) add(deeper);
+  MatmulBlocking fewer = out[0];
+  fewer.rows = 64 / fewer.mr * fewer.mr;
+  add(fewer);
+  return out;
+}
+
+absl::StatusOr<TuneMode> TuneModeFromEnv() {
+  const char* v = std::getenv("LAZYCL_MATMUL_TUNE");
+  if (v == nullptr) return TuneMode::kAuto;
+  const std::string s = v;
+  if (s == "0") return TuneMode::kOff;
+  if (s == "1") return TuneMode::kOn;
+  if (s == "auto" || s.empty()) return TuneMode::kAuto;
+  return absl::InvalidArgumentError(
+      absl::StrCat("LAZYCL_MATMUL_TUNE='", s, "' is not valid: expected 0, 1 or auto"));
+}
+
+std::string BlockingString(const MatmulBlocking& b) {
+  return absl::StrFormat("vw=%d mr=%d nr=%d kb=%d rows=%d", b.vw, b.mr, b.nr, b.kb, b.rows);
+}
+
+std::string TuneCacheKey(const backend::DeviceInfo& info) {
+  return absl::StrCat(info.device_name, "|", info.driver_version, "|", LAZYCL_VERSION_STRING,
+                      "|template ",
+                      absl::Hex(Fnv1a(std::string(kernels::Template("matmul_cpu.cl")))));
+}
+
+std::string TuneCachePath(const backend::DeviceInfo& info, const std::string& dir) {
+  if (dir.empty()) return "";
+  return (std::filesystem::path(dir) /
+          absl::StrCat("matmul-tune-", absl::Hex(Fnv1a(TuneCacheKey(info)), absl::kZeroPad16),
+                       ".txt"))
+      .string();
+}
+
+std::optional<MatmulBlocking> ReadTuneCache(const std::string& path, const std::string& key,
+                                            const SimdInfo& simd) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string magic, key_line, blocking_line, extra;
+  if (!std::getline(in, magic) || magic != "lazycl matmul tune v1") return std::nullopt;
+  if (!std::getline(in, key_line) || key_line != "key: " + key) return std::nullopt;
+  if (!std::getline(in, blocking_line) || !blocking_line.starts_with("blocking:"))
+    return std::nullopt;
+  if (std::getline(in, extra) && !extra.empty()) return std::nullopt;
+  std::istringstream words(blocking_line.substr(9));
+  MatmulBlocking b;
+  std::string rest;
+  if (!(words >> b.vw >> b.mr >> b.nr >> b.kb >> b.rows) || (words >> rest)) return std::nullopt;
+  // Only a blocking that this device's candidates contain is trusted.
+  const std::vector<MatmulBlocking> candidates = MatmulCandidates(simd);
+  if (std::find(candidates.begin(), candidates.end(), b) == candidates.end()) return std::nullopt;
+  return b;
+}
+
+absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string& cache_dir,
+                                      bool force, std::vector<MatmulBlocking> candidates) {
+  const SimdInfo simd = SimdOf(device.info());
+  TuneResult result;
+  result.cache_path = TuneCachePath(device.info(), cache_dir);
+  const std::string key = TuneCacheKey(device.info());
+  if (!force && !result.cache_path.empty()) {
+    if (std::optional<MatmulBlocking> b = ReadTuneCache(result.cache_path, key, simd)) {
+      result.best = *b;
+      result.from_cache = true;
+      return result;
+    }
+  }
+  if (candidates.empty()) candidates = MatmulCandidates(simd);
+  // Each candidate must match a double-precision reference on a product whose sizes are no
+  // multiple of any block and whose K spans several panels; then it is timed.
+  Runner check(device, 67, 83, 1100);
+  // Timed on shapes that models have: a square product, an MLP layer (batch 256) and an
+  // attention product with narrow N; a candidate's score is the geometric mean of its GFLOP/s.
+  struct Timed {
+    std::unique_ptr<Runner> runner;
+    double flops;
+  };
+  std::vector<Timed> shapes;
+  for (const auto& [m, n, k, batches] :
+       {std::array<int64_t, 4>{768, 768, 768, 1}, std::array<int64_t, 4>{256, 1024, 1024, 1},
+        std::array<int64_t, 4>{64, 32, 64, 128}}) {
+    shapes.push_back(
+        {std::make_unique<Runner>(device, m, n, k, batches), 2.0 * m * n * k * batches});
+  }
+  // One round: the candidate's score, or the error that disqualifies it.
+  auto score = [&](const MatmulBlocking& b) -> absl::StatusOr<double> {
+    double log_sum = 0;
+    for (Timed& t : shapes) {
+      absl::StatusOr<double> ms = t.runner->Run(b, 3, nullptr);
+      if (!ms.ok()) return ms.status();
+      log_sum += std::log(t.flops / std::max(*ms, 1e-6) / 1e6);
+    }
+    return std::exp(log_sum / static_cast<double>(shapes.size()));
+  };
+  for (const MatmulBlocking& b : candidates) {
+    CandidateResult r{b, 0, ""};
+    std::vector<float> out;
+    if (!kernels::ValidBlocking(b)) {
+      r.error = "invalid blocking";
+    } else if (absl::StatusOr<double> ms = check.Run(b, 0, &out); !ms.ok()) {
+      r.error = std::string(ms.status().message());
+    } else if (const double err = check.Error(out); !(err < 1e-5)) {
+      r.error = absl::StrFormat("wrong result: relative error %.3g", err);
+    } else if (absl::StatusOr<double> g = score(b); !g.ok()) {
+      r.error = std::string(g.status().message());
+    } else {
+      r.gflops = *g;
+    }
+    result.candidates.push_back(r);
+  }
+  // Two more rounds over the built kernels, each candidate keeping its best round, so that a
+  // slow stretch of a shared machine does not decide alone.
+  for (int round = 0; round < 2; ++round) {
+    for (CandidateResult& r : result.candidates) {
+      if (!r.error.empty()) continue;
+      if (absl::StatusOr<double> g = score(r.blocking); g.ok()) r.gflops = std::max(r.gflops, *g);
+    }
+  }
+  // The first candidate (the derived default) stays unless another is 5% faster: timings on a
+  // shared machine vary by more than the smaller differences.
+  double best_gflops = 0;
+  for (const CandidateResult& r : result.candidates) {
+    const double margin =
+        best_gflops > 0 && result.candidates[0].gflops == best_gflops ? 1.05 : 1.0;
+    if (r.gflops > best_gflops * margin) {
+      best_gflops = r.gflops;
+      result.best = r.blocking;
+    }
+  }
+  if (best_gflops == 0) {
+    std::string why;
+    for (const CandidateResult& r : result.candidates)
+      absl::StrAppend(&why, "\n  ", BlockingString(r.blocking), ": ", r.error);
+    return absl::InternalError(
+        absl::StrCat("matmul tuner: no candidate blocking matched the reference on ",
+                     device.info().device_name, ":", why));
+  }
+  if (!result.cache_path.empty()) {
+    // Written whole under a temporary name, then renamed: a reader never sees half a file.
+    std::error_code ec;
+    std::filesystem::create_directories(cache_dir, ec);
+    const std::string tmp = absl::StrCat(result.cache_path, ".tmp", getpid());
+    {
+      std::ofstream file(tmp);
+      const MatmulBlocking& b = result.best;
+      file << "lazycl matmul tune v1\nkey: " << key << "\nblocking: " << b.vw << " " << b.mr << " "
+           << b.nr << " " << b.kb << " " << b.rows << "\n";
+    }
+    std::filesystem::rename(tmp, result.cache_path, ec);
+    if (ec)
+      std::filesystem::remove(tmp, ec);  // an unwritable cache is not an error: re-tuned next time
+  }
+  return result;
+}
+
+namespace {
+
+std::mutex& ChosenMutex() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
+
+std::map<const backend::Device*, MatmulBlocking>& Chosen() {
+  static auto* chosen = new std::map<const backend::Device*, MatmulBlocking>();
+  return *chosen;
+}
+
+std::atomic<uint64_t> generation{0};
+
+}  // namespace
+
+void OverrideMatmulBlocking(backend::Device& device, const MatmulBlocking& blocking) {
+  std::lock_guard<std::mutex> lock(ChosenMutex());
+  Chosen()[&device] = blocking;
+  generation.fetch_add(1);
+}
+
+uint64_t MatmulBlockingGeneration() { return generation.load(); }
+
+absl::StatusOr<MatmulBlocking> MatmulBlockingFor(backend::Device& device) {
+  std::lock_guard<std::mutex> lock(ChosenMutex());
+  std::map<const backend::Device*, MatmulBlocking>* chosen = &Chosen();
+  if (auto it = chosen->find(&device); it != chosen->end()) return it->second;
+  absl::StatusOr<TuneMode> mode = TuneModeFromEnv();
+  if (!mode.ok()) return mode.status();
+  const base::Settings& settings = base::CurrentSettings();
+  MatmulBlocking b = DefaultBlocking(SimdOf(device.info()));
+  const char* how = "default, untuned";
+  if (*mode == TuneMode::kOn || (*mode == TuneMode::kAuto && !settings.kernel_cache_dir.empty())) {
+    absl::StatusOr<TuneResult> tuned = TuneMatmul(device, settings.kernel_cache_dir, false);
+    if (!tuned.ok()) return tuned.status();
+    b = tuned->best;
+    how = tuned->from_cache ? "tuned earlier, from the cache" : "tuned now";
+  }
+  if (settings.debug >= 1)
+    std::fprintf(stderr, "lazycl: f32 matmul blocking %s (%s)\n", BlockingString(b).c_str(), how);
+  chosen->emplace(&device, b);
+  return b;
+}
+
+}  // namespace lazycl::runtime

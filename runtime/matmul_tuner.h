@@ -1,0 +1,85 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/device.h"
+#include "kernels/lower.h"
+
+// The f32 CPU matmul's blocking per device (kernels::MatmulBlocking, templates/matmul_cpu.cl).
+// The candidates derive from what the device reports (float vector width, caches); on first use
+// each is built, checked against a host reference and timed on model-like products, and
+// the fastest correct one is kept in the kernel cache directory, keyed by device name, driver
+// version, library version and template text. LAZYCL_MATMUL_TUNE: "0" never times (the
+// derived default), "1" always tunes on first use (in memory when there is no cache
+// directory), "auto" (the default) tunes when LAZYCL_KERNEL_CACHE_DIR is set, so that the
+// result outlives the process.
+namespace lazycl::runtime {
+
+// What the candidates derive from.
+struct SimdInfo {
+  int preferred_float_width = 0;  // CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT (0: not reported)
+  int native_float_width = 0;     // CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT
+  int64_t l1_bytes = 0;           // per-core data cache (0: unknown, 32 KiB assumed)
+  int64_t l2_bytes = 0;           // per-core L2 (0: unknown)
+  int64_t local_mem_bytes = 0;    // CL_DEVICE_LOCAL_MEM_SIZE (0: unknown)
+};
+
+// The device's figures; for a CPU device, L1/L2 from /sys (the host's caches).
+SimdInfo SimdOf(const backend::DeviceInfo& info);
+
+// The blocking used without timing: NR = 2 vectors (16..64 floats), MR as many rows (<= 8) as
+// the vector registers hold, KB filling at most L1 with the copied panel.
+kernels::MatmulBlocking DefaultBlocking(const SimdInfo& simd);
+
+// The candidates, DefaultBlocking first; every one passes kernels::ValidBlocking and fits
+// local memory.
+std::vector<kernels::MatmulBlocking> MatmulCandidates(const SimdInfo& simd);
+
+enum class TuneMode { kOff, kOn, kAuto };
+// LAZYCL_MATMUL_TUNE; InvalidArgument quoting a value that is not 0, 1 or auto.
+absl::StatusOr<TuneMode> TuneModeFromEnv();
+
+std::string BlockingString(const kernels::MatmulBlocking& b);  // "vw=16 mr=8 nr=32 kb=256 rows=128"
+
+struct CandidateResult {
+  kernels::MatmulBlocking blocking;
+  double gflops = 0;  // geometric mean over the timed shapes; 0 when it failed
+  std::string error;  // why it could not win ("" when it ran and matched the reference)
+};
+
+struct TuneResult {
+  kernels::MatmulBlocking best;
+  std::vector<CandidateResult> candidates;  // empty when `best` came from the cache file
+  std::string cache_path;                   // "" without a cache directory
+  bool from_cache = false;
+};
+
+// The cache file for `info` in `dir` and the key line it must hold.
+std::string TuneCachePath(const backend::DeviceInfo& info, const std::string& dir);
+std::string TuneCacheKey(const backend::DeviceInfo& info);
+
+// The blocking stored at `path` for `key`; nullopt when the file is missing, unreadable, for
+// another key, malformed or not a valid candidate for `simd`.
+std::optional<kernels::MatmulBlocking> ReadTuneCache(const std::string& path,
+                                                     const std::string& key, const SimdInfo& simd);
+
+// Times every candidate on `device` (reusing the cache file in `cache_dir` unless `force`) and
+// writes the winner there. `candidates` empty: MatmulCandidates(SimdOf(device)). An error when
+// no candidate matched the reference.
+absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string& cache_dir,
+                                      bool force,
+                                      std::vector<kernels::MatmulBlocking> candidates = {});
+
+// The blocking for `device` as LAZYCL_MATMUL_TUNE says, decided once per device and process.
+absl::StatusOr<kernels::MatmulBlocking> MatmulBlockingFor(backend::Device& device);
+
+// For tests: `blocking` is `device`'s from now on. Plans lowered before are not reused (the
+// graph cache's key holds MatmulBlockingGeneration, which this advances).
+void OverrideMatmulBlocking(backend::Device& device, const kernels::MatmulBlocking& blocking);
+uint64_t MatmulBlockingGeneration();
+
+}  // namespace lazycl::runtime

@@ -1,0 +1,294 @@
+// The f32 CPU matmul's blockings and their tuner (runtime/matmul_tuner.h): the candidates derive
+// from the reported vector width and caches (checked with faked reports), every candidate a
+// device could pick matches the host reference on edge shapes and strided views, and the tuner's
+// cache file is written, reused, and re-tuned when it is corrupt or for another blocking.
+
+#include <unistd.h>
+#include <algorithm>
+#include <cmath>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/devices.h"
+#include "runtime/matmul_tuner.h"
+#include "test_util.h"
+
+namespace lazycl {
+namespace {
+
+using kernels::MatmulBlocking;
+using runtime::SimdInfo;
+using Shape = std::vector<int64_t>;
+
+SimdInfo Fake(int width, int64_t l1 = 32 * 1024, int64_t local = 64 * 1024) {
+  SimdInfo s;
+  s.preferred_float_width = width;
+  s.native_float_width = width;
+  s.l1_bytes = l1;
+  s.l2_bytes = 1 << 20;
+  s.local_mem_bytes = local;
+  return s;
+}
+
+int Registers(int vw) { return vw >= 16 ? 32 : 16; }
+
+TEST(MatmulCandidatesTest, FollowTheReportedVectorWidth) {
+  for (int w : {0, 1, 2, 4, 8, 16, 32}) {
+    const SimdInfo s = Fake(w);
+    const std::vector<MatmulBlocking> c = runtime::MatmulCandidates(s);
+    ASSERT_GE(c.size(), 2u) << w;
+    EXPECT_EQ(c[0], runtime::DefaultBlocking(s));
+    const int vw = w >= 16 ? 16 : w >= 8 ? 8 : 4;
+    for (const MatmulBlocking& b : c) {
+      SCOPED_TRACE(runtime::BlockingString(b));
+      EXPECT_TRUE(kernels::ValidBlocking(b));
+      EXPECT_EQ(b.vw, vw) << "reported width " << w;
+      // Accumulators, one row of B and the broadcast fit the vector registers.
+      const int nv = b.nr / b.vw;
+      EXPECT_LE(b.mr * nv + nv + 1, Registers(b.vw));
+      EXPECT_LE(int64_t{b.kb} * b.nr * 4, s.local_mem_bytes);
+      EXPECT_EQ(std::count(c.begin(), c.end(), b), 1);
+    }
+  }
+}
+
+TEST(MatmulCandidatesTest, Avx2AndAvx512Defaults) {
+  // AVX2 (8 floats, 16 registers, 32 KiB L1): 6 x 16 in 12 accumulators, no 64-wide panels.
+  const SimdInfo avx2 = Fake(8);
+  const MatmulBlocking d2 = runtime::DefaultBlocking(avx2);
+  EXPECT_EQ(runtime::BlockingString(d2), "vw=8 mr=6 nr=16 kb=256 rows=126");
+  for (const MatmulBlocking& b : runtime::MatmulCandidates(avx2)) EXPECT_LE(b.nr, 32);
+  // AVX-512 (16 floats, 32 registers, 48 KiB L1): 8 x 32 over a 256-deep panel.
+  const MatmulBlocking d5 = runtime::DefaultBlocking(Fake(16, 48 * 1024));
+  EXPECT_EQ(runtime::BlockingString(d5), "vw=16 mr=8 nr=32 kb=256 rows=128");
+  // The native width is preferred to the preferred one when both are reported.
+  SimdInfo mixed = Fake(16);
+  mixed.native_float_width = 8;
+  EXPECT_EQ(runtime::DefaultBlocking(mixed).vw, 8);
+}
+
+TEST(MatmulCandidatesTest, PanelDepthFollowsCaches) {
+  EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 16 * 1024)).kb, 64);            // small L1
+  EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 8 << 20, 8 << 20)).kb, 1024);   // capped
+  EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 48 * 1024, 8 * 1024)).kb, 64);  // local memory
+  EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 0)).kb, 128);  // unknown L1: 32 KiB assumed
+}
+
+// Every blocking that some reported width could make a candidate.
+std::vector<MatmulBlocking> AllCandidates() {
+  std::vector<MatmulBlocking> all;
+  for (int w : {4, 8, 16}) {
+    for (const MatmulBlocking& b : runtime::MatmulCandidates(Fake(w, 48 * 1024, 1 << 20))) {
+      if (std::find(all.begin(), all.end(), b) == all.end()) all.push_back(b);
+    }
+  }
+  return all;
+}
+
+// |device - host| <= 1e-5 * (|a| @ |b|) + 1e-6 elementwise.
+void ExpectMatches(const Tensor& device, const Tensor& host, const Tensor& scale,
+                   const std::string& what) {
+  ASSERT_EQ(device.shape(), host.shape()) << what;
+  const std::vector<float> d = device.to_vector<float>(), h = host.to_vector<float>(),
+                           s = scale.to_vector<float>();
+  int bad = 0;
+  for (size_t i = 0; i < d.size() && bad < 3; ++i) {
+    if (!(std::fabs(d[i] - h[i]) <= 1e-5 * s[i] + 1e-6)) {
+      ADD_FAILURE() << what << ": element " << i << " is " << d[i] << ", host " << h[i];
+      ++bad;
+    }
+  }
+}
+
+TEST(MatmulTuneTest, EveryCandidateMatchesTheHost) {
+  const Device cl = test::DefaultCl();
+  backend::Device& device = runtime::OpenClDevice(0);
+  struct Case {
+    Shape a, b;
+    bool ta = false, tb = false;  // the operand is a transposed view of an uploaded tensor
+  };
+  const Case cases[] = {
+      {{1, 1}, {1, 1}},
+      {{5, 1}, {1, 9}},                   // K = 1
+      {{1, 7}, {7, 1}},                   // size-1 M and N
+      {{37, 70}, {70, 67}},               // no dim a multiple of any block
+      {{130, 300}, {300, 45}},            // several row blocks, K past 256
+      {{67, 1100}, {1100, 83}},           // K past every panel depth
+      {{2, 20, 513}, {2, 513, 33}},       // batched
+      {{4, 1, 9, 6}, {3, 6, 5}},          // broadcast batch dims
+      {{33, 65}, {65, 40}, true, false},  // A^T read in place
+      {{33, 65}, {65, 40}, false, true},  // B^T read in place
+      {{3, 17, 33}, {3, 33, 18}, true, true},
+  };
+  const Device host = Device::host();
+  for (const MatmulBlocking& b : AllCandidates()) {
+    runtime::OverrideMatmulBlocking(device, b);
+    uint64_t seed = 100;
+    for (const Case& c : cases) {
+      const std::string what = runtime::BlockingString(b) + " case " + std::to_string(seed);
+      // Host values and the same view of an uploaded copy on the device.
+      auto make = [&](Shape s, bool t) {
+        if (t) std::swap(s[s.size() - 1], s[s.size() - 2]);
+        const Tensor x = randn(s, ++seed, DType::f32, host);
+        const int64_t r = static_cast<int64_t>(s.size());
+        if (!t) return std::make_pair(x, x.to(cl));
+        return std::make_pair(transpose(x, r - 1, r - 2), transpose(x.to(cl), r - 1, r - 2));
+      };
+      const auto [ha, da] = make(c.a, c.ta);
+      const auto [hb, db] = make(c.b, c.tb);
+      const Tensor scale = matmul(abs(ha), abs(hb));
+      ExpectMatches(matmul(da, db), matmul(ha, hb), scale, what);
+      // An epilogue: relu(x @ w + bias) stores through lc_epilogue.
+      const Tensor bias = randn({c.b.back()}, ++seed, DType::f32, host);
+      ExpectMatches(relu(matmul(da, db) + bias.to(cl)), relu(matmul(ha, hb) + bias),
+                    scale + abs(bias), what + " epilogue");
+    }
+  }
+  runtime::OverrideMatmulBlocking(device, runtime::DefaultBlocking(runtime::SimdOf(device.info())));
+}
+
+// A^T B and A B^T of views read the operands in place: one kernel each.
+TEST(MatmulTuneTest, TransposedOperandsAreNotCopied) {
+  const Device cl = test::DefaultCl();
+  Tensor a = randn({64, 48}, 1, DType::f32, cl), b = randn({64, 40}, 2, DType::f32, cl);
+  Tensor c = randn({40, 48}, 3, DType::f32, cl);
+  sync({a, b, c});
+  int64_t before = test::C("KernelLaunches");
+  sync({matmul(transpose(a, 0, 1), b)});
+  EXPECT_EQ(test::C("KernelLaunches") - before, 1);
+  before = test::C("KernelLaunches");
+  sync({matmul(a, transpose(c, 0, 1))});
+  EXPECT_EQ(test::C("KernelLaunches") - before, 1);
+}
+
+class TuneCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        std::filesystem::temp_directory_path() / ("lazycl-tune-test-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Two cheap candidates: the default and its variant with fewer rows per work-item.
+  std::vector<MatmulBlocking> Candidates() {
+    std::vector<MatmulBlocking> all =
+        runtime::MatmulCandidates(runtime::SimdOf(runtime::OpenClDevice(0).info()));
+    return {all.front(), all.back()};
+  }
+  runtime::TuneResult Tune() {
+    absl::StatusOr<runtime::TuneResult> r =
+        runtime::TuneMatmul(runtime::OpenClDevice(0), dir_.string(), false, Candidates());
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : runtime::TuneResult{};
+  }
+  std::string Read(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(TuneCacheTest, WrittenReusedAndCorruptEntriesRetuned) {
+  const runtime::TuneResult first = Tune();
+  ASSERT_FALSE(first.from_cache);
+  ASSERT_EQ(first.candidates.size(), 2u);
+  for (const runtime::CandidateResult& c : first.candidates) {
+    EXPECT_EQ(c.error, "");
+    EXPECT_GT(c.gflops, 0);
+  }
+  const std::string path = first.cache_path;
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  const std::string good = Read(path);
+  EXPECT_NE(good.find("key: " + runtime::TuneCacheKey(runtime::OpenClDevice(0).info())),
+            std::string::npos)
+      << good;
+
+  const runtime::TuneResult second = Tune();
+  EXPECT_TRUE(second.from_cache);
+  EXPECT_EQ(second.best, first.best);
+  EXPECT_TRUE(second.candidates.empty());
+
+  // Each damaged entry is re-tuned (not trusted) and replaced by a good one.
+  const std::string key_line = good.substr(0, good.find("blocking:"));
+  const std::string damaged[] = {
+      "",
+      "garbage\n",
+      good.substr(0, good.size() / 2),
+      key_line + "blocking: 16 8 32\n",
+      key_line + "blocking: 16 3 32 256 126\n",  // not a candidate here
+      key_line + "blocking: 99 8 32 256 128\n",
+      key_line + "blocking: 16 8 32 256 128 7\n",
+      "lazycl matmul tune v1\nkey: another device|1.0|0.1.0|template 0\nblocking: 16 8 32 256 "
+      "128\n",
+      good + "trailing\n",
+  };
+  for (const std::string& text : damaged) {
+    Write(path, text);
+    const runtime::TuneResult r = Tune();
+    EXPECT_FALSE(r.from_cache) << text;
+    EXPECT_EQ(r.candidates.size(), 2u);
+    EXPECT_TRUE(runtime::ReadTuneCache(path, runtime::TuneCacheKey(runtime::OpenClDevice(0).info()),
+                                       runtime::SimdOf(runtime::OpenClDevice(0).info())))
+        << "not rewritten after: " << text;
+  }
+  // An entry that cannot be read at all (a directory in its place) is re-tuned too.
+  std::filesystem::remove(path);
+  std::filesystem::create_directory(path);
+  EXPECT_FALSE(Tune().from_cache);
+}
+
+TEST(TuneModeTest, ReadsTheVariable) {
+  ASSERT_EQ(::setenv("LAZYCL_MATMUL_TUNE", "banana", 1), 0);
+  absl::StatusOr<runtime::TuneMode> bad = runtime::TuneModeFromEnv();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(test::Has(std::string(bad.status().message()), "'banana'")) << bad.status();
+  ASSERT_EQ(::setenv("LAZYCL_MATMUL_TUNE", "0", 1), 0);
+  EXPECT_EQ(*runtime::TuneModeFromEnv(), runtime::TuneMode::kOff);
+  ASSERT_EQ(::setenv("LAZYCL_MATMUL_TUNE", "1", 1), 0);
+  EXPECT_EQ(*runtime::TuneModeFromEnv(), runtime::TuneMode::kOn);
+  ASSERT_EQ(::unsetenv("LAZYCL_MATMUL_TUNE"), 0);
+  EXPECT_EQ(*runtime::TuneModeFromEnv(), runtime::TuneMode::kAuto);
+}
+
+}  // namespace
+}  // namespace lazycl
+
+namespace lazycl {
+namespace {
+
+// matmul([B, T, K], [K, N]) runs as one [B * T, K] @ [K, N] product, so the weight's gradient
+// (A^T dC summed over B) is one matmul over B * T rows, not B products and a sum; both match
+// the host.
+TEST(MatmulTuneTest, WeightGradientOfBatchedInputIsOneProduct) {
+  const Device cl = test::DefaultCl();
+  const Device host = Device::host();
+  const Tensor hx = randn({4, 16, 32}, 1, DType::f32, host);
+  const Tensor hw = randn({32, 24}, 2, DType::f32, host);
+  const Tensor hg = randn({4, 16, 24}, 3, DType::f32, host);
+  const Tensor x = hx.to(cl), g = hg.to(cl);
+  const Tensor w = hw.to(cl).requires_grad_();
+  sync({x, w, g});
+  const Tensor y = matmul(x, w);
+  EXPECT_EQ(y.shape(), (std::vector<int64_t>{4, 16, 24}));
+  const std::vector<Tensor> dw = grad(y, {w}, g);
+  const int64_t before = test::C("KernelLaunches");
+  sync(dw);
+  EXPECT_EQ(test::C("KernelLaunches") - before, 1);
+  test::ExpectNear(dw[0], matmul(transpose(reshape(hx, {64, 32}), 0, 1), reshape(hg, {64, 24})),
+                   1e-4);
+  test::ExpectNear(y, matmul(hx, hw), 1e-4);
+  // A view operand stays batched (read in place): the same values.
+  const Tensor xt = transpose(randn({4, 32, 16}, 4, DType::f32, host), 1, 2);
+  test::ExpectNear(matmul(xt.to(cl), w.detach()), matmul(xt, hw), 1e-4);
+}
+
+}  // namespace
+}  // namespace lazycl
