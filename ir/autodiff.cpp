@@ -55,6 +55,61 @@ NodePtr Neg(NodePtr x) {
   return Mul(std::move(x), std::move(minus_one));
 }
 
+// Max and Min reductions: every element equal to the result gets an even share, g / (ties).
+NodePtr ExtremumVjp(const Node& n, const NodePtr& g, Value v) {
+  const NodePtr& x = n.operands[0];
+  NodePtr xv = v(x);
+  NodePtr is_hit = Bin(Op::kEq, xv, Must(ir::MakeExpand(v(nullptr), x->shape)));
+  NodePtr count = Must(ir::MakeReduce(Op::kSum, Where(is_hit, Const(1, xv), Zero(xv)), n.args));
+  NodePtr share = Must(ir::MakeExpand(Bin(Op::kDiv, g, count), x->shape));
+  return Where(is_hit, share, Zero(share));
+}
+
+// Prod: g y / x where x != 0. Where x == 0: g times the product of the others when x is the
+// row's only zero, else 0 (PyTorch's rule).
+NodePtr ProdVjp(const Node& n, const NodePtr& g, Value v) {
+  const NodePtr& x = n.operands[0];
+  NodePtr xv = v(x);
+  NodePtr zero = Bin(Op::kEq, xv, Zero(xv));
+  NodePtr zeros = Must(ir::MakeReduce(Op::kSum, Where(zero, Const(1, xv), Zero(xv)), n.args));
+  NodePtr others = Must(ir::MakeReduce(Op::kProd, Where(zero, Const(1, xv), xv), n.args));
+  NodePtr only_zero = Bin(Op::kEq, zeros, Const(1, zeros));
+  NodePtr at_zero = Mul(g, Where(only_zero, others, Zero(others)));
+  NodePtr gy = Must(ir::MakeExpand(Mul(g, v(nullptr)), x->shape));
+  // The divisor is 1 at zeros, so that no inf or NaN is made where it is not chosen.
+  NodePtr away = Bin(Op::kDiv, gy, Where(zero, Const(1, xv), xv));
+  return Where(zero, Must(ir::MakeExpand(at_zero, x->shape)), away);
+}
+
+// d/dx of x sigmoid(x): s (1 + x (1 - s)).
+NodePtr SiluVjp(const Node& n, const NodePtr& g, Value v) {
+  NodePtr x = v(n.operands[0]);
+  NodePtr s = Un(Op::kSigmoid, x);
+  return Mul(g, Mul(s, Add(Const(1, x), Mul(x, Add(Const(1, s), Neg(s))))));
+}
+
+// d/dx of x Phi(x): Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+NodePtr GeluVjp(const Node& n, const NodePtr& g, Value v) {
+  NodePtr x = v(n.operands[0]);
+  NodePtr cdf =
+      Mul(Const(0.5, x), Add(Const(1, x), Un(Op::kErf, Mul(x, Const(0.7071067811865476, x)))));
+  NodePtr pdf = Mul(Const(0.3989422804014327, x), Un(Op::kExp, Mul(Mul(x, x), Const(-0.5, x))));
+  return Mul(g, Add(cdf, Mul(x, pdf)));
+}
+
+// d/dx of x (1 + t) / 2, t = tanh(c (x + 0.044715 x^3)):
+// (1 + t) / 2 + x (1 - t^2) c (1 + 3 0.044715 x^2) / 2.
+NodePtr GeluTanhVjp(const Node& n, const NodePtr& g, Value v) {
+  NodePtr x = v(n.operands[0]);
+  NodePtr x2 = Mul(x, x);
+  NodePtr inner = Mul(Const(0.7978845608028654, x), Add(x, Mul(Const(0.044715, x), Mul(x2, x))));
+  NodePtr t = Un(Op::kTanh, inner);
+  NodePtr left = Mul(Const(0.5, x), Add(Const(1, x), t));
+  NodePtr dinner = Mul(Const(0.7978845608028654, x), Add(Const(1, x), Mul(Const(0.134145, x), x2)));
+  NodePtr right = Mul(Mul(Const(0.5, x), x), Mul(Add(Const(1, x), Neg(Mul(t, t))), dinner));
+  return Mul(g, Add(left, right));
+}
+
 constexpr VjpRow kVjpRows[] = {
     {Op::kBuffer, nullptr},
     {Op::kConstant, nullptr},
@@ -168,16 +223,7 @@ constexpr VjpRow kVjpRows[] = {
     {Op::kSum, [](const Node& n, size_t, const NodePtr& g,
                   Value) { return Must(ir::MakeExpand(g, n.operands[0]->shape)); }},
     {Op::kMax,
-     [](const Node& n, size_t, const NodePtr& g, Value v) {
-       // Every element equal to the maximum gets an even share: g / (number of ties).
-       const NodePtr& x = n.operands[0];
-       NodePtr xv = v(x);
-       NodePtr is_max = Bin(Op::kEq, xv, Must(ir::MakeExpand(v(nullptr), x->shape)));
-       NodePtr count =
-           Must(ir::MakeReduce(Op::kSum, Where(is_max, Const(1, xv), Zero(xv)), n.args));
-       NodePtr share = Must(ir::MakeExpand(Bin(Op::kDiv, g, count), x->shape));
-       return Where(is_max, share, Zero(share));
-     }},
+     [](const Node& n, size_t, const NodePtr& g, Value v) { return ExtremumVjp(n, g, v); }},
     {Op::kMatmul,
      [](const Node& n, size_t k, const NodePtr& g, Value v) {
        // a [..,M,K] @ b [..,K,N]: da = g b^T, db = a^T g (equal batch dims: the frontend
@@ -189,6 +235,19 @@ constexpr VjpRow kVjpRows[] = {
        if (k == 0) return Must(ir::MakeMatmul(g, Must(ir::MakePermute(v(n.operands[1]), swap))));
        return Must(ir::MakeMatmul(Must(ir::MakePermute(v(n.operands[0]), swap)), g));
      }},
+    // mathops block
+    {Op::kRsqrt,  // -g y^3 / 2
+     [](const Node&, size_t, const NodePtr& g, Value v) {
+       NodePtr y = v(nullptr);
+       return Mul(g, Mul(Const(-0.5, y), Mul(y, Mul(y, y))));
+     }},
+    {Op::kSilu, [](const Node& n, size_t, const NodePtr& g, Value v) { return SiluVjp(n, g, v); }},
+    {Op::kGelu, [](const Node& n, size_t, const NodePtr& g, Value v) { return GeluVjp(n, g, v); }},
+    {Op::kGeluTanh,
+     [](const Node& n, size_t, const NodePtr& g, Value v) { return GeluTanhVjp(n, g, v); }},
+    {Op::kMin,
+     [](const Node& n, size_t, const NodePtr& g, Value v) { return ExtremumVjp(n, g, v); }},
+    {Op::kProd, [](const Node& n, size_t, const NodePtr& g, Value v) { return ProdVjp(n, g, v); }},
 };
 static_assert(std::size(kVjpRows) == kOpCount, "one VJP row per op");
 static_assert(IsOpTable(kVjpRows), "VJP rows in LAZYCL_OPS order");

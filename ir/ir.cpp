@@ -85,6 +85,13 @@ constexpr DTypeRule kDTypeRules[] = {
     {Op::kSum, Takes::kF32OrI64, Gives::kOperand, "sum"},
     {Op::kMax, Takes::kAny, Gives::kOperand, "max", /*identity=*/false},
     {Op::kMatmul, Takes::kAny, Gives::kOperand},
+    // mathops block
+    {Op::kRsqrt, Takes::kFloating, Gives::kOperand, "rsqrt"},
+    {Op::kSilu, Takes::kFloating, Gives::kOperand, "silu"},
+    {Op::kGelu, Takes::kFloating, Gives::kOperand, "gelu"},
+    {Op::kGeluTanh, Takes::kFloating, Gives::kOperand, "gelu"},
+    {Op::kMin, Takes::kAny, Gives::kOperand, "min", /*identity=*/false},
+    {Op::kProd, Takes::kF32OrI64, Gives::kOperand, "prod"},
 };
 static_assert(std::size(kDTypeRules) == kOpCount, "one dtype rule per op");
 static_assert(IsOpTable(kDTypeRules), "dtype rules in LAZYCL_OPS order");

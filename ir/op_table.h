@@ -21,7 +21,9 @@
 // measures both). Relu: its composite where(x > 0, x, 0) reads x twice, and a node's pending
 // count (ir.h: counted through every path) doubles with each relu of a chain, so ten relus pass
 // the executor's kMaxPendingNodes and the graph is cut while it is built (laziness_test's
-// fifty-op chain ran a kernel before its sync).
+// fifty-op chain ran a kernel before its sync). Silu and Gelu (erf and tanh forms) are primitive
+// for the same reason: their composites read x twice, and they sit in every layer of a model.
+// Rsqrt maps to OpenCL's rsqrt. Min and Prod are reductions like Max and Sum.
 #define LAZYCL_OPS(X)   \
   X(Buffer, 0, Leaf)    \
   X(Constant, 0, Leaf)  \
@@ -59,7 +61,14 @@
   X(Pad, 1, View)       \
   X(Sum, 1, Reduce)     \
   X(Max, 1, Reduce)     \
-  X(Matmul, 2, Matmul)
+  X(Matmul, 2, Matmul)  \
+  /* mathops block */   \
+  X(Rsqrt, 1, Unary)    \
+  X(Silu, 1, Unary)     \
+  X(Gelu, 1, Unary)     \
+  X(GeluTanh, 1, Unary) \
+  X(Min, 1, Reduce)     \
+  X(Prod, 1, Reduce)
 
 #include <cstddef>
 

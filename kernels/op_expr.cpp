@@ -131,6 +131,25 @@ constexpr OpExprRow kOpExprs[] = {
     {Op::kSum, nullptr},
     {Op::kMax, nullptr},
     {Op::kMatmul, nullptr},
+    // mathops block
+    {Op::kRsqrt, [](const ExprArgs& a, Calls*) { return Call("rsqrt", a); }},
+    {Op::kSilu,  // x sigmoid(x), as x / (1 + exp(-x)): -0 (not NaN) where exp(-x) overflows
+     [](const ExprArgs& a, Calls* c) {
+       return absl::StrCat(a.x[0], " / (1.0f + ", Exp(a, c), "(-", a.x[0], "))");
+     }},
+    {Op::kGelu,  // x Phi(x) = x (1 + erf(x / sqrt 2)) / 2
+     [](const ExprArgs& a, Calls*) {
+       return absl::StrCat("0.5f * ", a.x[0], " * (1.0f + erf(", a.x[0], " * 0.70710678f))");
+     }},
+    {Op::kGeluTanh,  // x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2
+     [](const ExprArgs& a, Calls* c) {
+       const std::string& x = a.x[0];
+       return absl::StrCat("0.5f * ", x, " * (1.0f + ", Builtin("tanh", CpuMath::kTanh, a, c),
+                           "(0.7978845608f * (", x, " + 0.044715f * ", x, " * ", x, " * ", x,
+                           ")))");
+     }},
+    {Op::kMin, nullptr},
+    {Op::kProd, nullptr},
 };
 static_assert(std::size(kOpExprs) == kOpCount, "one row per op of LAZYCL_OPS");
 
@@ -141,6 +160,9 @@ struct ReduceRow {
   const char* f32_function;  // fmax(a, b) for f32
   const char* function;      // max(a, b) for the other dtypes
   std::string (*identity)(DType);
+  // Where set, the combination itself (the infix and functions unused): Prod's integer products
+  // wrap.
+  std::string (*combine)(DType, const std::string&, const std::string&) = nullptr;
 };
 
 constexpr ReduceRow kReduces[] = {
@@ -158,6 +180,26 @@ constexpr ReduceRow kReduces[] = {
            return "((uchar)0)";
        }
        return "";
+     }},
+    // mathops block
+    {Op::kMin, nullptr, "fmin", "min",
+     [](DType t) -> std::string {
+       switch (t) {
+         case DType::f32:
+           return "NAN";  // fmin skips NaN: the first value replaces it
+         case DType::i32:
+           return "INT_MAX";
+         case DType::i64:
+           return "LONG_MAX";
+         case DType::boolean:
+           return "((uchar)1)";
+       }
+       return "";
+     }},
+    {Op::kProd, nullptr, nullptr, nullptr, [](DType t) { return Literal(1, t); },
+     [](DType t, const std::string& a, const std::string& b) {
+       if (IsInt(t)) return Wrapping(a, "*", b, t);
+       return absl::StrCat("(", a, " * ", b, ")");
      }},
 };
 static_assert(std::size(kReduces) == kReduceCount, "one row per reduction of LAZYCL_OPS");
@@ -192,6 +234,7 @@ std::string ReduceIdentity(Op op, DType t) { return Reduction(op).identity(t); }
 std::string ReduceCombine(Op op, DType t, const std::string& a, const std::string& b,
                           bool grouped) {
   const ReduceRow& r = Reduction(op);
+  if (r.combine != nullptr) return r.combine(t, a, b);
   if (r.infix != nullptr) {
     std::string text = absl::StrCat(a, " ", r.infix, " ", b);
     return grouped ? absl::StrCat("(", text, ")") : text;
@@ -201,7 +244,8 @@ std::string ReduceCombine(Op op, DType t, const std::string& a, const std::strin
 
 std::string ReduceAccumulate(Op op, DType t, const std::string& acc, const std::string& v) {
   const ReduceRow& r = Reduction(op);
-  if (r.infix != nullptr) return absl::StrCat(acc, " ", r.infix, "= ", v, ";");
+  if (r.combine == nullptr && r.infix != nullptr)
+    return absl::StrCat(acc, " ", r.infix, "= ", v, ";");
   return absl::StrCat(acc, " = ", ReduceCombine(op, t, acc, v), ";");
 }
 

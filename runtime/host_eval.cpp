@@ -236,6 +236,40 @@ struct MaxRule {
   }
 };
 
+// mathops block: min like max, prod like sum (f32 products in double, integers wrap).
+struct MinRule {
+  template <typename T>
+  using Acc = T;
+  template <typename T>
+  static T Identity(int64_t reduced_size) {
+    if constexpr (Float<T>) {
+      return reduced_size == 0 ? INFINITY : std::numeric_limits<T>::quiet_NaN();
+    } else {
+      return std::numeric_limits<T>::max();
+    }
+  }
+  template <typename T>
+  static T Combine(T acc, T x) {
+    if constexpr (Float<T>) {
+      return std::fmin(acc, x);
+    } else {
+      return std::min(acc, x);
+    }
+  }
+};
+struct ProdRule {
+  template <typename T>
+  using Acc = Accumulator<T>;
+  template <typename T>
+  static Acc<T> Identity(int64_t /*reduced_size*/) {
+    return 1;
+  }
+  template <typename T>
+  static Acc<T> Combine(Acc<T> acc, T x) {
+    return acc * static_cast<Acc<T>>(x);
+  }
+};
+
 template <typename Rule, typename T>
 std::vector<T> Reduce(const Node& node, const std::vector<T>& in) {
   const Shape& in_shape = node.operands[0]->shape;
@@ -462,6 +496,15 @@ constexpr HostRow kHostRows[] = {
     {Op::kSum, &EvalReduce<SumRule>},
     {Op::kMax, &EvalReduce<MaxRule>},
     {Op::kMatmul, &EvalMatmulNode},
+    // mathops block
+    {Op::kRsqrt, Scalar([](Float auto x) { return 1.0f / std::sqrt(x); })},
+    {Op::kSilu, Scalar([](Float auto x) { return x / (1.0f + std::exp(-x)); })},
+    {Op::kGelu, Scalar([](Float auto x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678f)); })},
+    {Op::kGeluTanh, Scalar([](Float auto x) {
+       return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+     })},
+    {Op::kMin, &EvalReduce<MinRule>},
+    {Op::kProd, &EvalReduce<ProdRule>},
 };
 static_assert(std::size(kHostRows) == ir::kOpCount, "one host row per op");
 static_assert(ir::IsOpTable(kHostRows), "host rows in LAZYCL_OPS order");
