@@ -141,12 +141,14 @@ constexpr OpExprRow kOpExprs[] = {
      [](const ExprArgs& a, Calls*) {
        return absl::StrCat("0.5f * ", a.x[0], " * (1.0f + erf(", a.x[0], " * 0.70710678f))");
      }},
-    {Op::kGeluTanh,  // x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2
+    // x (1 + tanh(u)) / 2 with u = sqrt(2 / pi) (x + 0.044715 x^3), written as x sigmoid(2u) =
+    // x / (1 + exp(-2u)): no cancellation in 1 + tanh(u) for negative x, and -0 (not a tanh a
+    // ulp short of -1 times x) in the far negative tail.
+    {Op::kGeluTanh,
      [](const ExprArgs& a, Calls* c) {
        const std::string& x = a.x[0];
-       return absl::StrCat("0.5f * ", x, " * (1.0f + ", Builtin("tanh", CpuMath::kTanh, a, c),
-                           "(0.7978845608f * (", x, " + 0.044715f * ", x, " * ", x, " * ", x,
-                           ")))");
+       return absl::StrCat(x, " / (1.0f + ", Exp(a, c), "(-1.5957691216f * (", x, " + 0.044715f * ",
+                           x, " * ", x, " * ", x, ")))");
      }},
     {Op::kMin, nullptr},
     {Op::kProd, nullptr},

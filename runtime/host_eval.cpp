@@ -501,7 +501,7 @@ constexpr HostRow kHostRows[] = {
     {Op::kSilu, Scalar([](Float auto x) { return x / (1.0f + std::exp(-x)); })},
     {Op::kGelu, Scalar([](Float auto x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678f)); })},
     {Op::kGeluTanh, Scalar([](Float auto x) {
-       return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+       return x / (1.0f + std::exp(-1.5957691216f * (x + 0.044715f * x * x * x)));
      })},
     {Op::kMin, &EvalReduce<MinRule>},
     {Op::kProd, &EvalReduce<ProdRule>},
