@@ -1,6 +1,6 @@
-// Reductions and selections beyond ops.cpp: min and prod (IR reductions like max and sum), and
-// argmax/argmin, cumsum and topk, composites of reductions, where and iota (their gradients
-// come from the ops they are made of).
+// Reductions and selections beyond ops.cpp: min and prod (IR reductions like max and sum),
+// cumsum (an IR scan), and argmax/argmin and topk, composites of reductions, where and iota
+// (their gradients come from the ops they are made of).
 
 #include <algorithm>
 #include <cmath>
@@ -120,24 +120,21 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
   return ArgExtremum(x, dim, keepdim, false, "argmin");
 }
 
-// cumsum(x)[i] = sum over j <= i of x[j]: a masked sum over an [n, n] triangle (O(n^2) work per
-// row, fused into one reduction kernel; no scan kernel yet).
+// A Scan op (kernels/emit_scan.cpp): one pass per row. Its gradient is the running sum of the
+// cotangent from the other end.
 Tensor cumsum(const Tensor& x, int64_t dim) {
   frontend::ImplOf(x, "cumsum");
   if (x.dim() == 0) {
     frontend::NormalizeDimMore(dim, 1, "cumsum");
     return reshape(cumsum(reshape(x, {1}), 0), {});
   }
-  const int64_t rank = x.dim();
-  const int64_t d = frontend::NormalizeDimMore(dim, rank, "cumsum");
-  const int64_t n = x.size(d);
-  const Tensor rows = reshape(arange(n, DType::i64, x.device()), {n, 1});
-  const Tensor cols = reshape(arange(n, DType::i64, x.device()), {1, n});
-  const Tensor last = d == rank - 1 ? x : transpose(x, d, -1);
-  Tensor v = unsqueeze(last, -2);  // [.., 1 (i), n (j)]
-  if (v.dtype() == DType::boolean) v = cast(v, DType::i64);
-  Tensor s = sum(where(le(cols, rows), v, 0.0), {-1});
-  return d == rank - 1 ? s : transpose(s, d, -1);
+  const int64_t d = frontend::NormalizeDimMore(dim, x.dim(), "cumsum");
+  const Device device = frontend::OpDevice({&x}, "cumsum");
+  const NodePtr x0 = NodeOn(x, device, "cumsum", 0);
+  NodePtr n = x0;
+  const DType compute = is_floating(n->dtype) ? n->dtype : DType::i64;
+  if (n->dtype != compute) n = base::ValueOrThrow(ir::MakeCast(std::move(n), compute));
+  return Wrap(ir::MakeScan(Op::kCumsum, std::move(n), d, /*reverse=*/false), device, {{&x, x0}});
 }
 
 // k steps; step r picks the first element (by index) of the largest key among those after pick

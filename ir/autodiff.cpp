@@ -97,17 +97,17 @@ NodePtr GeluVjp(const Node& n, const NodePtr& g, Value v) {
   return Mul(g, Add(cdf, Mul(x, pdf)));
 }
 
-// d/dx of x (1 + t) / 2, t = tanh(c (x + 0.044715 x^3)):
-// (1 + t) / 2 + x (1 - t^2) c (1 + 3 0.044715 x^2) / 2.
+// gelu tanh = x s, s = sigmoid(2u), u = c (x + 0.044715 x^3) (= x (1 + tanh u) / 2):
+// d/dx = s + x 2 s (1 - s) c (1 + 3 0.044715 x^2). Through sigmoid, which saturates to exactly
+// 0 and 1 (a builtin tanh a ulp short of +-1 made 1 - t^2 times x^3 garbage in the tails).
 NodePtr GeluTanhVjp(const Node& n, const NodePtr& g, Value v) {
   NodePtr x = v(n.operands[0]);
   NodePtr x2 = Mul(x, x);
-  NodePtr inner = Mul(Const(0.7978845608028654, x), Add(x, Mul(Const(0.044715, x), Mul(x2, x))));
-  NodePtr t = Un(Op::kTanh, inner);
-  NodePtr left = Mul(Const(0.5, x), Add(Const(1, x), t));
-  NodePtr dinner = Mul(Const(0.7978845608028654, x), Add(Const(1, x), Mul(Const(0.134145, x), x2)));
-  NodePtr right = Mul(Mul(Const(0.5, x), x), Mul(Add(Const(1, x), Neg(Mul(t, t))), dinner));
-  return Mul(g, Add(left, right));
+  NodePtr two_u = Mul(Const(1.5957691216057308, x), Add(x, Mul(Const(0.044715, x), Mul(x2, x))));
+  NodePtr s = Un(Op::kSigmoid, two_u);
+  NodePtr du = Mul(Const(0.7978845608028654, x), Add(Const(1, x), Mul(Const(0.134145, x), x2)));
+  NodePtr slope = Mul(Mul(Const(2, x), Mul(s, Add(Const(1, s), Neg(s)))), du);
+  return Mul(g, Add(s, Mul(x, slope)));
 }
 
 constexpr VjpRow kVjpRows[] = {
@@ -248,6 +248,10 @@ constexpr VjpRow kVjpRows[] = {
     {Op::kMin,
      [](const Node& n, size_t, const NodePtr& g, Value v) { return ExtremumVjp(n, g, v); }},
     {Op::kProd, [](const Node& n, size_t, const NodePtr& g, Value v) { return ProdVjp(n, g, v); }},
+    {Op::kCumsum,  // the running sum of g from the other end
+     [](const Node& n, size_t, const NodePtr& g, Value) {
+       return Must(ir::MakeScan(Op::kCumsum, g, n.args[0], n.args[1] == 0));
+     }},
 };
 static_assert(std::size(kVjpRows) == kOpCount, "one VJP row per op");
 static_assert(IsOpTable(kVjpRows), "VJP rows in LAZYCL_OPS order");

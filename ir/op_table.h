@@ -2,7 +2,8 @@
 
 // The single source of truth for IR ops: X(name, arity, category).
 // Categories: Leaf (no operands), Unary/Binary/Ternary/Compare (elementwise, fused freely),
-// View (index arithmetic only), Reduce (one output element per kept index), Matmul.
+// View (index arithmetic only), Reduce (one output element per kept index), Matmul, Scan (a
+// running fold along one dim: args = {dim, reverse}; every scan ends a kernel).
 //
 // Every pass keeps one table with a row per op, in this order, and a static_assert that it has
 // kOpCount rows: ir.cpp's dtype rules, kernels/ OpenCL C expressions, runtime/host_eval.cpp's
@@ -68,7 +69,8 @@
   X(Gelu, 1, Unary)     \
   X(GeluTanh, 1, Unary) \
   X(Min, 1, Reduce)     \
-  X(Prod, 1, Reduce)
+  X(Prod, 1, Reduce)    \
+  X(Cumsum, 1, Scan)
 
 #include <cstddef>
 
@@ -94,7 +96,8 @@ enum class OpCategory : unsigned char {
   Compare,
   View,
   Reduce,
-  Matmul
+  Matmul,
+  Scan
 };
 
 const char* OpName(Op op);
@@ -120,5 +123,6 @@ inline bool IsElementwise(Op op) {
 inline bool IsView(Op op) { return Category(op) == OpCategory::View; }
 inline bool IsLeaf(Op op) { return Category(op) == OpCategory::Leaf; }
 inline bool IsReduce(Op op) { return Category(op) == OpCategory::Reduce; }
+inline bool IsScan(Op op) { return Category(op) == OpCategory::Scan; }
 
 }  // namespace lazycl::ir

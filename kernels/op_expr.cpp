@@ -152,6 +152,7 @@ constexpr OpExprRow kOpExprs[] = {
      }},
     {Op::kMin, nullptr},
     {Op::kProd, nullptr},
+    {Op::kCumsum, nullptr},
 };
 static_assert(std::size(kOpExprs) == kOpCount, "one row per op of LAZYCL_OPS");
 

@@ -296,6 +296,32 @@ std::vector<T> Reduce(const Node& node, const std::vector<T>& in) {
   return out;
 }
 
+// Cumsum along args[0] (from the end when args[1]): f32 runs in double, rounded per element;
+// integers wrap.
+template <typename T>
+std::vector<T> Scan(const Node& node, const std::vector<T>& in) {
+  const Shape& shape = node.shape;
+  const size_t axis = static_cast<size_t>(node.args[0]);
+  const bool reverse = node.args[1] != 0;
+  int64_t outer = 1;
+  int64_t inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t n = shape[axis];
+  std::vector<T> out(in.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      Accumulator<T> acc = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t j = (o * n + (reverse ? n - 1 - k : k)) * inner + i;
+        acc += static_cast<Accumulator<T>>(in[j]);
+        out[j] = static_cast<T>(acc);
+      }
+    }
+  }
+  return out;
+}
+
 template <typename T>
 std::vector<T> EvalMatmul(const Node& node, const std::vector<T>& a, const std::vector<T>& b) {
   const Shape& a_shape = node.operands[0]->shape;
@@ -434,6 +460,20 @@ absl::StatusOr<Array> EvalReduce(const Node& node, const Operands& in) {
   return std::visit([&](const auto& x) -> Array { return Reduce<Rule>(node, x); }, *in[0]);
 }
 
+absl::StatusOr<Array> EvalScan(const Node& node, const Operands& in) {
+  return std::visit(
+      [&](const auto& x) -> Array {
+        using T = typename std::decay_t<decltype(x)>::value_type;
+        if constexpr (Boolean<T>) {
+          LAZYCL_CHECK(false, "scan on bool");
+          return x;
+        } else {
+          return Scan(node, x);
+        }
+      },
+      *in[0]);
+}
+
 absl::StatusOr<Array> EvalMatmulNode(const Node& node, const Operands& in) {
   return std::visit(
       [&](const auto& a) -> Array {
@@ -505,6 +545,7 @@ constexpr HostRow kHostRows[] = {
      })},
     {Op::kMin, &EvalReduce<MinRule>},
     {Op::kProd, &EvalReduce<ProdRule>},
+    {Op::kCumsum, &EvalScan},
 };
 static_assert(std::size(kHostRows) == ir::kOpCount, "one host row per op");
 static_assert(ir::IsOpTable(kHostRows), "host rows in LAZYCL_OPS order");

@@ -527,6 +527,20 @@ TEST(OpsMoreTest, CumsumMatchesReferenceAndHost) {
       }
     }
   }
+  // A long row (one work-item runs it), a fused operand, integers that wrap.
+  auto fused = [](const Tensor& x) {
+    return std::vector<Tensor>{cumsum(x * 2.0 + 1.0, 1), cumsum(x, 0)};
+  };
+  Check("long cumsum", fused, {2, 50000}, DType::f32, Layout::kContiguous, ++seed, 1e-4, 1e-3);
+  Check(
+      "cumsum of i64", [](const Tensor& x) { return std::vector<Tensor>{cumsum(x * x, 0)}; },
+      {3, 70}, DType::i64, Layout::kTransposed, ++seed, 0, 0);
+  for (Device d : {Host(), Cl()}) {
+    const Tensor w = tensor(std::vector<int64_t>{INT64_MAX, 1, 1}, {3}, d);
+    EXPECT_EQ(cumsum(w, 0).to_vector<int64_t>(),
+              (std::vector<int64_t>{INT64_MAX, INT64_MIN, INT64_MIN + 1}))
+        << d.str();
+  }
   EXPECT_EQ(cumsum(full({}, 2, DType::i32, Cl()), 0).item<int64_t>(), 2);
   std::string e = ErrorOf([] { cumsum(zeros({2, 3}, DType::f32, Cl()), -3); });
   EXPECT_NE(e.find("cumsum"), std::string::npos) << e;
