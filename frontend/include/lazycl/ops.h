@@ -112,7 +112,8 @@ Tensor prod(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = fals
 // and a row holding NaN gives its first NaN's index (as NumPy). An empty dim is an Error.
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
-// Inclusive running sum along `dim`; bool and integers give i64.
+// Inclusive running sum along `dim` (a scan kernel, one pass per row); bool and integers give
+// i64 (sums wrap).
 Tensor cumsum(const Tensor& x, int64_t dim);
 // The k largest elements along `dim`, sorted descending, ties by lower index first (as
 // jax.lax.top_k), and their i64 indices. NaN ranks as +inf. 0 <= k <= size(dim).
