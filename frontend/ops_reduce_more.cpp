@@ -90,14 +90,15 @@ Tensor ArgExtremum(const Tensor& x, int64_t dim, bool keepdim, bool max_wanted,
   Tensor v = x.detach();
   if (v.dtype() == DType::boolean) v = cast(v, DType::i32);
   const Tensor m = max_wanted ? max(v, {d}, true) : min(v, {d}, true);
-  Tensor hit = eq(v, m);
-  if (is_floating(v.dtype())) {
-    const Tensor nan = ne(v, v);
-    hit = where(max(nan, {d}, true), nan, hit);
-  }
-  const Tensor index =
-      where(hit, frontend::Iota(n, d, x.dim(), x.device()), static_cast<double>(n));
-  return min(index, {d}, keepdim);
+  const Tensor index = frontend::Iota(n, d, x.dim(), x.device());
+  // The candidates: the index where v is the extremum, n elsewhere; a NaN's index - n, which is
+  // below every other candidate, so the row's first NaN wins. One reduction after m's (a bool
+  // "row has NaN" max measured 137 ms on [4096, 1024] where this min takes 10 ms).
+  Tensor candidate = where(eq(v, m), index, static_cast<double>(n));
+  if (!is_floating(v.dtype())) return min(candidate, {d}, keepdim);
+  candidate = where(ne(v, v), index - static_cast<double>(n), candidate);
+  const Tensor first = min(candidate, {d}, keepdim);
+  return where(lt(first, 0.0), first + static_cast<double>(n), first);
 }
 
 }  // namespace
