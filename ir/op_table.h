@@ -15,8 +15,8 @@
 // mean's 1/count), passed to kernels as an argument, so a new value compiles nothing new.
 //
 // Composites first: neg (x * -1) and sub (a + neg(b)) are written in frontend/ops.cpp from these
-// ops and have no op of their own. Primitives for a measured reason: Exp, Log and Tanh run our
-// own CPU maths (lc_exp, lc_log, lc_tanh in kernels/). Sigmoid: its composite 1 / (1 + exp(-x))
+// ops and have no op of their own. Primitives for a measured reason: Exp, Log, Tanh and Erf run
+// our own CPU maths (lc_exp, lc_log, lc_tanh, lc_erf in kernels/). Sigmoid: its composite 1 / (1 + exp(-x))
 // differentiates through exp(-x), which overflows below x = -88.7, so the chain rule gives
 // 0 * inf = NaN there where Sigmoid's own rule g y (1 - y) gives 0 (tests/op_tables_test.cpp
 // measures both). Relu: its composite where(x > 0, x, 0) reads x twice, and a node's pending

@@ -52,6 +52,14 @@ const char* Builtin(const char* builtin, CpuMath own, const ExprArgs& a, Calls* 
   return CpuMathName(own);
 }
 
+// erf: on CPUs our lc_erf, which calls lc_exp (defined before it).
+const char* Erf(const ExprArgs& a, Calls* calls) {
+  if (!a.cpu) return "erf";
+  calls->push_back(CpuMath::kExp);
+  calls->push_back(CpuMath::kErf);
+  return CpuMathName(CpuMath::kErf);
+}
+
 const char* Exp(const ExprArgs& a, Calls* calls) {
   return Builtin("exp", a.vector ? CpuMath::kExp16 : CpuMath::kExp, a, calls);
 }
@@ -104,7 +112,7 @@ constexpr OpExprRow kOpExprs[] = {
      }},
     {Op::kSin, [](const ExprArgs& a, Calls*) { return Call("sin", a); }},
     {Op::kCos, [](const ExprArgs& a, Calls*) { return Call("cos", a); }},
-    {Op::kErf, [](const ExprArgs& a, Calls*) { return Call("erf", a); }},
+    {Op::kErf, [](const ExprArgs& a, Calls* c) { return Call(Erf(a, c), a); }},
     {Op::kNot, [](const ExprArgs& a, Calls*) { return absl::StrCat("(uchar)(!", a.x[0], ")"); }},
     {Op::kCast, [](const ExprArgs& a, Calls*) { return Convert(a.x[0], a.from, a.dtype); }},
     {Op::kAdd, [](const ExprArgs& a, Calls*) { return Arithmetic(a, "+"); }},
@@ -138,8 +146,9 @@ constexpr OpExprRow kOpExprs[] = {
        return absl::StrCat(a.x[0], " / (1.0f + ", Exp(a, c), "(-", a.x[0], "))");
      }},
     {Op::kGelu,  // x Phi(x) = x (1 + erf(x / sqrt 2)) / 2
-     [](const ExprArgs& a, Calls*) {
-       return absl::StrCat("0.5f * ", a.x[0], " * (1.0f + erf(", a.x[0], " * 0.70710678f))");
+     [](const ExprArgs& a, Calls* c) {
+       return absl::StrCat("0.5f * ", a.x[0], " * (1.0f + ", Erf(a, c), "(", a.x[0],
+                           " * 0.70710678f))");
      }},
     // x (1 + tanh(u)) / 2 with u = sqrt(2 / pi) (x + 0.044715 x^3), written as x sigmoid(2u) =
     // x / (1 + exp(-2u)): no cancellation in 1 + tanh(u) for negative x, and -0 (not a tanh a
