@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <iterator>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -35,12 +36,14 @@ BufferManager::BufferManager(std::unique_ptr<Memory> memory, BufferLimits limits
 
 BufferManager::~BufferManager() {
   // Storage still owned by ids dies with the manager; the gauges must not keep counting it.
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, entry] : entries_) Free(entry, /*to_pool=*/false);
-  TrimPool();
+  TrimPoolLocked();
 }
 
 BufferId BufferManager::Declare(size_t bytes, std::string label) {
   BufferId id = NewBufferId();
+  std::lock_guard<std::mutex> lock(mu_);
   Entry& entry = entries_[id];
   entry.bytes = bytes;
   entry.label = std::move(label);
@@ -58,6 +61,11 @@ absl::Status BufferManager::OutOfMemory(int64_t storage_bytes, std::string_view 
 }
 
 void BufferManager::TrimPool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  TrimPoolLocked();
+}
+
+void BufferManager::TrimPoolLocked() {
   for (const Pooled& pooled : pooled_) memory_->Free(pooled.handle);
   pooled_.clear();
   pool_.clear();
@@ -84,7 +92,7 @@ absl::Status BufferManager::MakeRoom(int64_t bytes) {
   auto over = [bytes](int64_t cap, int64_t held) { return cap > 0 && held + bytes > cap; };
   if (over(limits_.memory_limit, live_bytes_ + pool_bytes_) ||
       over(limits_.global_mem_bytes, live_bytes_ + pool_bytes_)) {
-    TrimPool();
+    TrimPoolLocked();
   }
   if (over(limits_.memory_limit, live_bytes_)) {
     return OutOfMemory(bytes, "over LAZYCL_DEVICE_MEMORY_LIMIT");
@@ -98,6 +106,7 @@ absl::Status BufferManager::MakeRoom(int64_t bytes) {
 }
 
 absl::Status BufferManager::CheckRoom(std::span<const size_t> bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
   int64_t total = 0;
   for (size_t request : bytes) {
     const int64_t storage = static_cast<int64_t>(device_ ? PoolBinBytes(request) : request);
@@ -128,7 +137,7 @@ absl::StatusOr<MemoryHandle> BufferManager::AllocateFromMemory(size_t storage_by
     }
     if (!absl::IsResourceExhausted(handle.status())) return handle.status();
     if (attempt > 0) return OutOfMemory(bytes, base::StdSv(handle.status().message()));
-    TrimPool();
+    TrimPoolLocked();
   }
 }
 
@@ -178,6 +187,7 @@ void BufferManager::Free(Entry& entry, bool to_pool) {
 }
 
 absl::Status BufferManager::Upload(BufferId id, const void* src, size_t offset, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
   Entry& entry = Get(id);
   if (absl::Status s = CheckRange(entry.label, entry.bytes, offset, bytes); !s.ok()) return s;
   const bool fresh = entry.handle == nullptr;
@@ -188,7 +198,7 @@ absl::Status BufferManager::Upload(BufferId id, const void* src, size_t offset, 
       // Some drivers only commit memory on first use: give this storage back to the memory,
       // empty the pool and try once more with fresh storage.
       Free(entry, /*to_pool=*/false);
-      TrimPool();
+      TrimPoolLocked();
       if (absl::Status s = Allocate(entry); !s.ok()) return s;
       nanos = memory_->CopyIn(entry.handle, offset, src, bytes);
       if (absl::IsResourceExhausted(nanos.status())) {
@@ -201,6 +211,7 @@ absl::Status BufferManager::Upload(BufferId id, const void* src, size_t offset, 
     if (!nanos.ok()) return nanos.status();
     if (device_) {
       base::metrics::Add("TransferToDeviceBytes", static_cast<int64_t>(bytes));
+      base::metrics::ThreadTransferBytes() += static_cast<int64_t>(bytes);
       base::metrics::Add("TransferToDeviceCount", 1);
       base::metrics::RecordTime("TransferToDeviceTime", *nanos);
     }
@@ -210,14 +221,22 @@ absl::Status BufferManager::Upload(BufferId id, const void* src, size_t offset, 
 }
 
 absl::Status BufferManager::Download(BufferId id, void* dst, size_t offset, size_t bytes) {
-  if (absl::Status s = CheckReadable(id); !s.ok()) return s;
-  const Entry& entry = Get(id);
-  if (absl::Status s = CheckRange(entry.label, entry.bytes, offset, bytes); !s.ok()) return s;
-  if (bytes == 0) return absl::OkStatus();
-  absl::StatusOr<int64_t> nanos = memory_->CopyOut(dst, entry.handle, offset, bytes);
+  MemoryHandle handle = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (absl::Status s = CheckReadableLocked(id); !s.ok()) return s;
+    const Entry& entry = Get(id);
+    if (absl::Status s = CheckRange(entry.label, entry.bytes, offset, bytes); !s.ok()) return s;
+    if (bytes == 0) return absl::OkStatus();
+    handle = entry.handle;
+  }
+  // The copy runs unlocked: the caller holds the buffer (it cannot be released meanwhile), and a
+  // device read may wait for queued kernels, which must not stall every other buffer call.
+  absl::StatusOr<int64_t> nanos = memory_->CopyOut(dst, handle, offset, bytes);
   if (!nanos.ok()) return nanos.status();
   if (device_) {
     base::metrics::Add("TransferFromDeviceBytes", static_cast<int64_t>(bytes));
+    base::metrics::ThreadTransferBytes() += static_cast<int64_t>(bytes);
     base::metrics::Add("TransferFromDeviceCount", 1);
     base::metrics::RecordTime("TransferFromDeviceTime", *nanos);
   }
@@ -225,6 +244,7 @@ absl::Status BufferManager::Download(BufferId id, void* dst, size_t offset, size
 }
 
 absl::Status BufferManager::PrepareWrite(BufferId id) {
+  std::lock_guard<std::mutex> lock(mu_);
   Entry& entry = Get(id);
   if (absl::Status s = Allocate(entry); !s.ok()) return s;
   entry.written = true;
@@ -232,6 +252,11 @@ absl::Status BufferManager::PrepareWrite(BufferId id) {
 }
 
 absl::Status BufferManager::CheckReadable(BufferId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CheckReadableLocked(id);
+}
+
+absl::Status BufferManager::CheckReadableLocked(BufferId id) const {
   const Entry& entry = Get(id);
   if (entry.written) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat("buffer '", entry.label, "' (", entry.bytes,
@@ -240,6 +265,7 @@ absl::Status BufferManager::CheckReadable(BufferId id) const {
 }
 
 void BufferManager::Release(BufferId id) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(id);
   LAZYCL_CHECK(it != entries_.end(), "BufferManager::Release of unknown buffer id %llu",
                static_cast<unsigned long long>(id));
@@ -247,12 +273,37 @@ void BufferManager::Release(BufferId id) {
   entries_.erase(it);
 }
 
-size_t BufferManager::Bytes(BufferId id) const { return Get(id).bytes; }
-bool BufferManager::IsAllocated(BufferId id) const { return Get(id).handle != nullptr; }
-bool BufferManager::IsWritten(BufferId id) const { return Get(id).written; }
-const std::string& BufferManager::Label(BufferId id) const { return Get(id).label; }
+size_t BufferManager::Bytes(BufferId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Get(id).bytes;
+}
+bool BufferManager::IsAllocated(BufferId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Get(id).handle != nullptr;
+}
+bool BufferManager::IsWritten(BufferId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Get(id).written;
+}
+std::string BufferManager::Label(BufferId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Get(id).label;
+}
+int64_t BufferManager::live_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_bytes_;
+}
+int64_t BufferManager::peak_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_bytes_;
+}
+int64_t BufferManager::pool_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pool_bytes_;
+}
 
 MemoryHandle BufferManager::Handle(BufferId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
   const Entry& entry = Get(id);
   LAZYCL_CHECK(entry.handle != nullptr, "BufferManager::Handle of unallocated buffer '%s'",
                entry.label.c_str());
@@ -260,6 +311,7 @@ MemoryHandle BufferManager::Handle(BufferId id) const {
 }
 
 const void* BufferManager::Data(BufferId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
   const Entry& entry = Get(id);
   LAZYCL_CHECK(!device_, "BufferManager::Data of device buffer '%s'", entry.label.c_str());
   return entry.handle;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -46,7 +47,9 @@ constexpr int64_t DefaultPoolLimit(int64_t global_mem_bytes) {
 // back to a size-binned pool on Release, and every allocation and copy is counted in the
 // Device*/Transfer* metrics. The pool holds at most BufferLimits::pool_limit bytes: a release
 // that would pass it first frees the buffers pooled longest ago (a buffer bigger than the
-// whole bound is freed at once). Not thread-safe.
+// whole bound is freed at once). Thread-safe: every public method takes the manager's mutex
+// (a leaf lock but for the metrics registry's; Download copies outside it). A MemoryHandle or
+// Data() pointer stays valid while its buffer is not released, so callers use it unlocked.
 class BufferManager {
  public:
   explicit BufferManager(std::unique_ptr<Memory> memory, BufferLimits limits = {});
@@ -84,7 +87,7 @@ class BufferManager {
   size_t Bytes(BufferId id) const;
   bool IsAllocated(BufferId id) const;
   bool IsWritten(BufferId id) const;
-  const std::string& Label(BufferId id) const;
+  std::string Label(BufferId id) const;
 
   // The Memory's handle of the buffer, e.g. the cl_mem to bind as a kernel argument. The buffer
   // must be allocated (a bug otherwise: it aborts).
@@ -99,9 +102,9 @@ class BufferManager {
   void TrimPool();
 
   // Bytes of storage held by this manager's live buffers, the most at once, and pooled.
-  int64_t live_bytes() const { return live_bytes_; }
-  int64_t peak_bytes() const { return peak_bytes_; }
-  int64_t pool_bytes() const { return pool_bytes_; }
+  int64_t live_bytes() const;
+  int64_t peak_bytes() const;
+  int64_t pool_bytes() const;
 
  private:
   struct Entry {
@@ -111,7 +114,10 @@ class BufferManager {
     size_t storage_bytes = 0;       // bytes obtained for `handle`; 0 for a 0-byte buffer
     bool written = false;
   };
+  // Everything below runs with mu_ held.
   const Entry& Get(BufferId id) const;
+  absl::Status CheckReadableLocked(BufferId id) const;
+  void TrimPoolLocked();
   Entry& Get(BufferId id);
 
   // Gives `entry` storage from the pool or the memory.
@@ -128,6 +134,7 @@ class BufferManager {
   void FreeOldestPooled();
   absl::Status OutOfMemory(int64_t storage_bytes, std::string_view why) const;
 
+  mutable std::mutex mu_;  // guards every member below but memory_'s own (thread-safe) calls
   std::unique_ptr<Memory> memory_;
   const bool device_;  // memory_->is_device(): pooled and counted in the Device* metrics
   const BufferLimits limits_;

@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -8,6 +9,7 @@
 #include "backend/device.h"
 #include "backend/opencl_memory.h"
 #include "backend/program_cache.h"
+#include "base/fault.h"
 #include "base/metrics_registry.h"
 
 namespace lazycl::backend {
@@ -68,6 +70,10 @@ struct Device::Impl {
   cl::Device device;
   std::unique_ptr<BufferManager> buffers;  // over an OpenClMemory
   std::unique_ptr<ProgramCache> programs;
+  // Setting a kernel's arguments and enqueueing it is one step: two threads launching the same
+  // cl::Kernel must not interleave their clSetKernelArg calls. Lock order: launch_mu, then the
+  // BufferManager's (PrepareWrite, Handle), then the metrics registry's.
+  std::mutex launch_mu;
 };
 
 Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -183,6 +189,7 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
     }
   }
 
+  std::lock_guard<std::mutex> lock(impl_->launch_mu);
   cl::Kernel& k = kernel->handle();
   for (size_t i = 0; i < args.size(); ++i) {
     const KernelArg& arg = args[i];
@@ -228,6 +235,10 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
     }
   };
   const cl::NDRange local_range = local.empty() ? cl::NullRange : range(local);
+  if (base::fault::ShouldFail(base::fault::Site::kLaunch)) {
+    return ClStatus(CL_OUT_OF_RESOURCES, absl::StrCat("clEnqueueNDRangeKernel('", kernel->name(),
+                                                      "') (injected fault)"));
+  }
   cl_int err = impl_->queue.enqueueNDRangeKernel(k, cl::NullRange, range(global), local_range);
   if (err != CL_SUCCESS) {
     return ClStatus(err, absl::StrCat("clEnqueueNDRangeKernel('", kernel->name(), "')"));

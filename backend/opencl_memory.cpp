@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "backend/cl_error.h"
+#include "base/fault.h"
 
 namespace lazycl::backend {
 namespace {
@@ -63,6 +64,9 @@ OpenClMemory::OpenClMemory(cl::Context context, cl::CommandQueue queue, bool hos
 
 absl::StatusOr<MemoryHandle> OpenClMemory::Allocate(size_t bytes) {
   cl_int err = CL_SUCCESS;
+  if (base::fault::ShouldFail(base::fault::Site::kAlloc)) {
+    return ClStatus(CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer (injected fault)");
+  }
   if (bytes == 0) {
     if (empty_() == nullptr) {
       empty_ = cl::Buffer(context_, CL_MEM_READ_WRITE, sizeof(cl_long), nullptr, &err);
@@ -81,6 +85,9 @@ void OpenClMemory::Free(MemoryHandle handle) { clReleaseMemObject(Mem(handle)); 
 
 absl::StatusOr<int64_t> OpenClMemory::CopyIn(MemoryHandle dst, size_t offset, const void* src,
                                              size_t bytes) {
+  if (base::fault::ShouldFail(base::fault::Site::kTransfer)) {
+    return ClStatus(CL_OUT_OF_RESOURCES, "clEnqueueWriteBuffer (injected fault)");
+  }
   cl_event event = nullptr;
   cl_int err =
       clEnqueueWriteBuffer(queue_(), Mem(dst), CL_TRUE, offset, bytes, src, 0, nullptr, &event);
@@ -90,6 +97,9 @@ absl::StatusOr<int64_t> OpenClMemory::CopyIn(MemoryHandle dst, size_t offset, co
 
 absl::StatusOr<int64_t> OpenClMemory::CopyOut(void* dst, MemoryHandle src, size_t offset,
                                               size_t bytes) {
+  if (base::fault::ShouldFail(base::fault::Site::kTransfer)) {
+    return ClStatus(CL_OUT_OF_RESOURCES, "clEnqueueReadBuffer (injected fault)");
+  }
   cl_event event = nullptr;
   cl_int err =
       clEnqueueReadBuffer(queue_(), Mem(src), CL_TRUE, offset, bytes, dst, 0, nullptr, &event);

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "backend/cl_error.h"
+#include "base/fault.h"
 #include "base/metrics_registry.h"
 #include "base/string_view.h"
 
@@ -308,10 +309,16 @@ void ProgramCache::SaveToDisk(const std::string& path, const std::string& key,
 absl::StatusOr<const Kernel*> ProgramCache::GetKernel(std::string_view source,
                                                       std::string_view options,
                                                       std::string_view name) {
+  // One build at a time per device: a second thread asking for the same program waits for the
+  // first one's build rather than building it again.
+  std::lock_guard<std::mutex> lock(mu_);
   std::string memory_key =
       absl::StrCat(base::Sv(options), absl::string_view("\0", 1), base::Sv(source));
   auto it = programs_.find(memory_key);
   if (it == programs_.end()) {
+    if (base::fault::ShouldFail(base::fault::Site::kBuild)) {
+      return ClStatus(CL_BUILD_PROGRAM_FAILURE, "clBuildProgram (injected fault)");
+    }
     const std::string key = KeyText(source, options);
     auto entry = std::make_unique<Program>();
     entry->hash = StableHashHex(key);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -15,7 +16,7 @@
 namespace lazycl::backend {
 
 // A kernel object owned by its ProgramCache entry. Setting arguments mutates the cl::Kernel, so
-// it is mutable: a Device (and its Kernels) is used from one thread at a time.
+// it is mutable; Device::Launch sets them and enqueues under the device's launch mutex.
 class Kernel {
  public:
   Kernel(cl::Kernel kernel, std::string name)
@@ -35,6 +36,8 @@ struct ProgramCacheIdentity {
   std::string driver_version;
 };
 
+// Thread-safe: GetKernel holds the cache's mutex (taken under a Device's launch mutex, never the
+// other way round), building or loading at most once per program.
 class ProgramCache {
  public:
   // `cache_dir` empty disables the disk cache. `debug` is LAZYCL_DEBUG.
@@ -70,6 +73,7 @@ class ProgramCache {
   ProgramCacheIdentity identity_;
   std::string cache_dir_;
   int debug_;
+  std::mutex mu_;  // guards programs_ and each Program's kernels
   // Keyed by options + '\0' + source; unique_ptr keeps Kernel pointers stable.
   absl::flat_hash_map<std::string, std::unique_ptr<Program>> programs_;
 };

@@ -27,7 +27,14 @@ Device Device::parse(std::string_view text) {
     if (rest[0] == ':' && rest.size() > 1) {
       int index = 0;
       auto [end, error] = std::from_chars(rest.data() + 1, rest.data() + rest.size(), index);
-      if (error == std::errc() && end == rest.data() + rest.size()) return opencl(index);
+      if (error == std::errc() && end == rest.data() + rest.size()) {
+        if (index < 0) {
+          base::Throw(absl::InvalidArgumentError(
+              absl::StrCat("Device::parse: \"", std::string(text), "\" names device index ", index,
+                           ", which is negative; expected \"cl:N\" with N >= 0")));
+        }
+        return opencl(index);
+      }
     }
     break;
   }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -17,6 +18,10 @@ absl::Status InvalidArgument(absl::string_view op, absl::string_view what);
 [[noreturn]] void ThrowInvalid(absl::string_view op, absl::string_view what);
 
 [[noreturn]] void Throw(const absl::Status& status);
+
+// ResourceExhausted "host out of memory (op): requested `bytes` bytes": a host allocation that
+// threw std::bad_alloc or std::length_error, which must not escape a public entry point.
+absl::Status HostOutOfMemory(absl::string_view op, int64_t bytes);
 
 inline void ThrowIfError(const absl::Status& status) {
   if (!status.ok()) Throw(status);

@@ -24,6 +24,8 @@ class OpGradFn : public GradFn {
   Device device = Device::host();
   std::weak_ptr<TensorImpl> output;
 
+  ir::NodePtr ReadNode(size_t i) const override { return boundary[i]; }
+
   std::vector<Tensor> Backward(const std::vector<Tensor>& output_adjoints) override {
     std::vector<Tensor> result(inputs.size());
     const Tensor& g = output_adjoints[0];
@@ -33,12 +35,13 @@ class OpGradFn : public GradFn {
     // tensor's pending IR may lead to a tensor that requires grad, but no gradient flows there.
     absl::flat_hash_map<const ir::Node*, ir::NodePtr> values;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i]->device == device && inputs[i]->node != boundary[i])
-        values[boundary[i].get()] = inputs[i]->node;
+      ir::NodePtr now = NodeOf(*inputs[i]);  // another thread may be computing it
+      if (inputs[i]->device == device && now != boundary[i]) values[boundary[i].get()] = now;
     }
-    if (std::shared_ptr<TensorImpl> out = output.lock(); out && out->node != expr)
-      values[expr.get()] = out->node;
-    std::vector<ir::NodePtr> adjoints = ir::Backprop({expr}, {g.impl()->node}, boundary, values);
+    if (std::shared_ptr<TensorImpl> out = output.lock()) {
+      if (ir::NodePtr now = NodeOf(*out); now != expr) values[expr.get()] = now;
+    }
+    std::vector<ir::NodePtr> adjoints = ir::Backprop({expr}, {NodeOf(*g.impl())}, boundary, values);
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i]->requires_grad) continue;
       ir::NodePtr a = std::move(adjoints[i]);
@@ -308,7 +311,7 @@ Tensor Tensor::detach() const {
   const TensorImpl& impl = ImplOf(*this, "detach");
   // A node of its own (the same buffer, or a no-op view of the pending computation), so that a
   // record never sees the detached tensor and the original as one input.
-  const ir::NodePtr& n = impl.node;
+  const ir::NodePtr n = frontend::NodeOf(impl);
   return frontend::MakeTensor(n->op == ir::Op::kBuffer
                                   ? ir::MakeBuffer(n->storage, n->dtype, n->shape)
                                   : base::ValueOrThrow(ir::MakeReshape(n, n->shape)),

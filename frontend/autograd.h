@@ -42,6 +42,9 @@ class GradFn {
   // input's adjoint is on that input's device; undefined where the input gets none.
   virtual std::vector<Tensor> Backward(const std::vector<Tensor>& output_adjoints) = 0;
   virtual int num_outputs() const { return 1; }
+  // The node the computation read for inputs[i] (on its own device: for a host tensor used on
+  // a device, the uploaded copy); null when that is the input's current node.
+  virtual ir::NodePtr ReadNode(size_t /*i*/) const { return nullptr; }
 
   // The tensors read, in the order of Backward's result. Inputs that do not require grad may be
   // kept too (for their values); they get no adjoint.

@@ -105,7 +105,8 @@ Tensor Transfer(const Tensor& t, Device to) {
   if (impl.device == to) return t;
   if (to.is_opencl()) runtime::OpenClDevice(to.index());  // a bad index fails here, before any work
   std::shared_ptr<ir::Storage> host;
-  const ir::Node* leaf = impl.node.get();
+  ir::NodePtr leaf_node = NodeOf(impl);  // held: another thread may rebind `t` meanwhile
+  const ir::Node* leaf = leaf_node.get();
   if (auto range = ReadableRange(*leaf); range.has_value() && !impl.device.is_host()) {
     // A contiguous view of a computed buffer (slice(y, 0, 0, 1).item()) is read in place: no
     // copy kernel to compile and run, and only its own bytes cross.
@@ -120,7 +121,8 @@ Tensor Transfer(const Tensor& t, Device to) {
     }
   } else {
     Compute(t);
-    leaf = impl.node.get();
+    leaf_node = NodeOf(impl);
+    leaf = leaf_node.get();
     if (leaf->storage->placeholder() && !leaf->storage->manager().IsWritten(leaf->storage->id())) {
       base::Throw(absl::FailedPreconditionError(runtime::PlaceholderMessage(*leaf, impl.device)));
     }
@@ -146,12 +148,12 @@ Tensor Transfer(const Tensor& t, Device to) {
 
 ir::NodePtr NodeOn(const Tensor& t, Device device, absl::string_view op, int operand) {
   const TensorImpl& impl = ImplOf(t, op);
-  if (impl.device == device) return impl.node;
+  ir::NodePtr node = NodeOf(impl);
+  if (impl.device == device) return node;
   const base::TransferGuard guard = base::CurrentSettings().transfer_guard;
-  const std::string what =
-      absl::StrCat(op, ": operand ", operand, " (", dtype_name(impl.node->dtype),
-                   ir::ShapeString(impl.node->shape), " on ", impl.device.str(),
-                   ") is implicitly moved to ", device.str());
+  const std::string what = absl::StrCat(op, ": operand ", operand, " (", dtype_name(node->dtype),
+                                        ir::ShapeString(node->shape), " on ", impl.device.str(),
+                                        ") is implicitly moved to ", device.str());
   if (guard == base::TransferGuard::kDisallow) {
     base::Throw(absl::FailedPreconditionError(
         absl::StrCat(what,
@@ -159,7 +161,7 @@ ir::NodePtr NodeOn(const Tensor& t, Device device, absl::string_view op, int ope
                      "transfers; move it explicitly with to()")));
   }
   if (guard == base::TransferGuard::kLog) std::fprintf(stderr, "lazycl: %s\n", what.c_str());
-  return Transfer(t, device).impl()->node;
+  return NodeOf(*Transfer(t, device).impl());
 }
 
 Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device, std::span<const OpInput> inputs) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -58,7 +60,15 @@ Tensor Random(std::vector<int64_t> shape, DType dtype, std::optional<Device> dev
     base::Throw(absl::InvalidArgumentError(
         absl::StrCat(op, ": expected a floating dtype, got ", dtype_name(dtype))));
   }
-  std::vector<float> values(static_cast<size_t>(ir::NumElements(shape)));
+  const int64_t n = ir::NumElements(shape);
+  std::vector<float> values;
+  try {
+    values.resize(static_cast<size_t>(n));
+  } catch (const std::bad_alloc&) {
+    base::Throw(base::HostOutOfMemory(op, n * static_cast<int64_t>(sizeof(float))));
+  } catch (const std::length_error&) {
+    base::Throw(base::HostOutOfMemory(op, n * static_cast<int64_t>(sizeof(float))));
+  }
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(sample(i));
   return FromVector(values, std::move(shape), DType::f32, device);
 }
@@ -120,6 +130,11 @@ Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, std::option
 
 Tensor rand(std::vector<int64_t> shape, uint64_t seed, double low, double high, DType dtype,
             std::optional<Device> device) {
+  if (!(low <= high)) {  // NaN bounds too
+    base::Throw(absl::InvalidArgumentError(
+        absl::StrCat("rand: expected low <= high for the range [low, high), got low = ", low,
+                     " and high = ", high)));
+  }
   return Random(std::move(shape), dtype, device, "rand",
                 [=](size_t i) { return low + (high - low) * Uniform(seed, i); });
 }

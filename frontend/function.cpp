@@ -9,9 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "frontend/autograd.h"
+#include "frontend/captures.h"
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_scope.h"
+#include "frontend/user_code.h"
 #include "ir/ir.h"
 #include "ir/post_order.h"
 #include "lazycl/env.h"
@@ -29,6 +31,11 @@ struct Function::State {
   std::vector<ir::NodePtr> placeholders;  // per argument
   std::vector<Tensor> outputs;            // as traced
   std::vector<int> used;
+  // Closure conversion: tensors the function captured (read without taking them as arguments)
+  // that require grad, and the node the traced IR reads for each. They are implicit inputs of
+  // every call's gradient record, after the arguments (frontend/captures.h).
+  std::vector<std::shared_ptr<TensorImpl>> captures;
+  std::vector<ir::NodePtr> capture_nodes;
   // The gradient, traced on first use (autograd): see MakeBackward.
   mutable std::once_flag backward_once;
   mutable std::unique_ptr<Function> backward;
@@ -51,9 +58,9 @@ absl::flat_hash_set<const ir::Storage*> LeafStorages(const std::vector<const ir:
 
 // The gradient of a traced function is itself a traced Function, traced once per Function:
 // arguments (the forward's arguments, then one cotangent per floating output) -> one gradient
-// per differentiable argument (used and floating). It is the VJP (Backprop) of the forward's IR,
-// so arguments it does not need are pruned like any other, and unused forward arguments are not
-// among its parameters. Captured tensors get no gradient.
+// per differentiable argument (used and floating), then one per capture. It is the VJP
+// (Backprop) of the forward's IR, so arguments it does not need are pruned like any other, and
+// unused forward arguments are not among its parameters.
 std::vector<int> DifferentiableArgs(const Function::State& s) {
   std::vector<int> out;
   for (int i : s.used) {
@@ -79,23 +86,32 @@ const Function& BackwardOf(const std::shared_ptr<const Function::State>& state) 
     Fn bwd = [s, outs](const std::vector<Tensor>& in) {
       const size_t n = s->specs.size();
       absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
-      for (int i : s->used) replace[s->placeholders[i].get()] = in[i].impl()->node;
+      for (int i : s->used) replace[s->placeholders[i].get()] = frontend::NodeOf(*in[i].impl());
       std::vector<ir::NodePtr> forward;
-      for (const Tensor& out : s->outputs) forward.push_back(out.impl()->node);
+      for (const Tensor& out : s->outputs) forward.push_back(frontend::NodeOf(*out.impl()));
       forward = ir::Substitute(forward, replace);
       std::vector<ir::NodePtr> roots, seeds, targets;
       for (size_t j = 0; j < outs.size(); ++j) {
         roots.push_back(forward[outs[j]]);
-        seeds.push_back(in[n + j].impl()->node);
+        seeds.push_back(frontend::NodeOf(*in[n + j].impl()));
       }
       const std::vector<int> diff = DifferentiableArgs(*s);
-      for (int i : diff) targets.push_back(in[i].impl()->node);
+      for (int i : diff) targets.push_back(frontend::NodeOf(*in[i].impl()));
+      // Captures are read by the forward IR as they were at tracing (Substitute keeps what
+      // reads no placeholder).
+      for (const ir::NodePtr& c : s->capture_nodes) targets.push_back(c);
       std::vector<ir::NodePtr> adjoints = ir::Backprop(roots, seeds, targets, {});
       std::vector<Tensor> grads;
       for (size_t t = 0; t < diff.size(); ++t) {
         grads.push_back(adjoints[t] ? frontend::Wrap(adjoints[t], s->device)
                                     : frontend::ZerosOn(s->specs[diff[t]].shape,
                                                         s->specs[diff[t]].dtype, s->device));
+      }
+      for (size_t c = 0; c < s->capture_nodes.size(); ++c) {
+        const ir::NodePtr& adjoint = adjoints[diff.size() + c];
+        const ir::Node& node = *s->capture_nodes[c];
+        grads.push_back(adjoint ? frontend::Wrap(adjoint, s->device)
+                                : frontend::ZerosOn(node.shape, node.dtype, s->device));
       }
       return grads;
     };
@@ -118,7 +134,7 @@ class CallGradFn : public frontend::GradFn {
       // A used argument is read as the call read it (on the device), or as its computed
       // buffer if it has one there now; an unused one is a Constant that nothing reads.
       ir::NodePtr node = arg_nodes[i];
-      if (node && inputs[i]->device == s.device) node = inputs[i]->node;
+      if (node && inputs[i]->device == s.device) node = frontend::NodeOf(*inputs[i]);
       if (!node) node = ir::MakeConstant(0, s.specs[i].dtype, s.specs[i].shape);
       args.push_back(frontend::MakeTensor(std::move(node), s.device));
     }
@@ -135,6 +151,13 @@ class CallGradFn : public frontend::GradFn {
       const int i = diff[t];
       if (!inputs[i]->requires_grad) continue;
       result[i] = inputs[i]->device == s.device ? grads[t] : grads[t].to(inputs[i]->device);
+    }
+    // The captures follow the arguments, in inputs and in the backward's results.
+    for (size_t c = 0; c < s.captures.size(); ++c) {
+      const size_t i = s.specs.size() + c;
+      if (!inputs[i]->requires_grad) continue;
+      const Tensor& g = grads[diff.size() + c];
+      result[i] = inputs[i]->device == s.device ? g : g.to(inputs[i]->device);
     }
     return result;
   }
@@ -160,15 +183,19 @@ Function trace(Fn fn, std::vector<TensorSpec> args, Device device) {
       inputs.push_back(placeholder(spec.shape, spec.dtype, device));
       state->placeholders.push_back(inputs.back().impl()->node);
     }
-    state->outputs = fn(inputs);
+    state->outputs =
+        frontend::RunUserCode("trace: the traced function", [&] { return fn(inputs); });
   }
   std::vector<const ir::Node*> roots;
   for (size_t i = 0; i < state->outputs.size(); ++i) {
     const Tensor& out = state->outputs[i];
     if (!out.defined())
       base::Throw(absl::InvalidArgumentError(absl::StrCat("trace: output ", i, " is undefined")));
-    roots.push_back(out.impl()->node.get());
+    roots.push_back(frontend::NodeOf(*out.impl()).get());
   }
+  frontend::Captures captures = frontend::FindCaptures(state->outputs, state->placeholders);
+  state->captures = std::move(captures.tensors);
+  state->capture_nodes = std::move(captures.nodes);
   const auto read = LeafStorages(roots);
   for (size_t i = 0; i < state->placeholders.size(); ++i) {
     if (read.contains(state->placeholders[i]->storage.get()))
@@ -186,10 +213,11 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
   for (size_t i = 0; i < args.size(); ++i) {
     const TensorImpl& impl = frontend::ImplOf(args[i], "Function");
     const TensorSpec& spec = s.specs[i];
-    if (impl.node->shape != spec.shape || impl.node->dtype != spec.dtype) {
-      base::Throw(absl::InvalidArgumentError(absl::StrCat(
-          "Function: argument ", i, " is ", SpecString(impl.node->shape, impl.node->dtype),
-          ", expected ", SpecString(spec.shape, spec.dtype))));
+    const ir::NodePtr node = frontend::NodeOf(impl);
+    if (node->shape != spec.shape || node->dtype != spec.dtype) {
+      base::Throw(absl::InvalidArgumentError(
+          absl::StrCat("Function: argument ", i, " is ", SpecString(node->shape, node->dtype),
+                       ", expected ", SpecString(spec.shape, spec.dtype))));
     }
   }
   // Only used arguments are substituted, so unused ones are never read nor uploaded.
@@ -198,10 +226,11 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
     replace[s.placeholders[i].get()] = frontend::NodeOn(args[i], s.device, "Function", i);
   }
   std::vector<ir::NodePtr> roots;
-  for (const Tensor& out : s.outputs) roots.push_back(out.impl()->node);
+  for (const Tensor& out : s.outputs) roots.push_back(frontend::NodeOf(*out.impl()));
   std::vector<ir::NodePtr> substituted = ir::Substitute(roots, replace);
   bool record = false;
   for (const Tensor& a : args) record = record || a.impl()->requires_grad;
+  for (const auto& c : s.captures) record = record || c->requires_grad;
   std::vector<Tensor> results;
   for (size_t k = 0; k < substituted.size(); ++k) {
     ir::NodePtr node = substituted[k];
@@ -218,6 +247,7 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
       auto it = replace.find(s.placeholders[i].get());
       fn->arg_nodes.push_back(it == replace.end() ? nullptr : it->second);
     }
+    for (const auto& c : s.captures) fn->inputs.push_back(c);
     frontend::RecordOutputs(results, std::move(fn));
   }
   return results;
@@ -234,7 +264,8 @@ std::vector<Tensor> call(Fn fn, const std::vector<Tensor>& args) {
   for (const Tensor& a : args) {
     const TensorImpl& impl = frontend::ImplOf(a, "call");
     ptrs.push_back(&a);
-    specs.push_back({impl.node->shape, impl.node->dtype});
+    const ir::NodePtr node = frontend::NodeOf(impl);
+    specs.push_back({node->shape, node->dtype});
   }
   Device device = frontend::OpDevice(ptrs, "call");
   if (device.is_host()) device = default_env().device();

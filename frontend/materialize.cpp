@@ -2,6 +2,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -9,18 +10,44 @@
 
 namespace lazycl::frontend {
 
+namespace {
+
+std::mutex& NodeMutex() {
+  static auto* mutex = new std::mutex();  // never destroyed: tensors may outlive main()
+  return *mutex;
+}
+
+}  // namespace
+
+ir::NodePtr NodeOf(const TensorImpl& impl) {
+  std::lock_guard<std::mutex> lock(NodeMutex());
+  return impl.node;
+}
+
+void RebindNode(TensorImpl& impl, const ir::NodePtr& expected, ir::NodePtr leaf) {
+  ir::NodePtr old;  // released after the lock: dropping a graph can take long
+  std::lock_guard<std::mutex> lock(NodeMutex());
+  if (impl.node != expected) return;
+  old = std::exchange(impl.node, std::move(leaf));
+}
+
 absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
   struct Group {
+    std::vector<ir::NodePtr> nodes;  // held: another thread may rebind the tensors meanwhile
     std::vector<const ir::Node*> outputs;
     absl::flat_hash_map<const ir::Node*, int> output_of;
     std::vector<std::pair<TensorImpl*, int>> users;  // each tensor and the output it takes
   };
   std::map<int, Group> by_device;
   for (TensorImpl* t : tensors) {
-    if (!t->device.is_opencl() || t->node->op == ir::Op::kBuffer) continue;
+    ir::NodePtr node = NodeOf(*t);
+    if (!t->device.is_opencl() || node->op == ir::Op::kBuffer) continue;
     Group& g = by_device[t->device.index()];
-    auto [it, inserted] = g.output_of.emplace(t->node.get(), static_cast<int>(g.outputs.size()));
-    if (inserted) g.outputs.push_back(t->node.get());
+    auto [it, inserted] = g.output_of.emplace(node.get(), static_cast<int>(g.outputs.size()));
+    if (inserted) {
+      g.outputs.push_back(node.get());
+      g.nodes.push_back(std::move(node));
+    }
     g.users.push_back({t, it->second});
   }
   for (auto& [device, g] : by_device) {
@@ -32,7 +59,7 @@ absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
     for (size_t k = 0; k < g.outputs.size(); ++k) {
       leaves.push_back(ir::MakeBuffer((*results)[k], g.outputs[k]->dtype, g.outputs[k]->shape));
     }
-    for (auto& [t, k] : g.users) t->node = leaves[k];
+    for (auto& [t, k] : g.users) RebindNode(*t, g.nodes[k], leaves[k]);
   }
   return absl::OkStatus();
 }

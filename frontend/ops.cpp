@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"
@@ -36,6 +37,16 @@ int64_t NormalizeDim(int64_t dim, int64_t rank, absl::string_view op, bool inclu
 NodePtr CastNode(NodePtr n, DType dtype) {
   if (n->dtype == dtype) return n;
   return base::ValueOrThrow(ir::MakeCast(std::move(n), dtype));
+}
+
+// Whether two shapes broadcast together (NumPy's rule).
+bool Broadcastable(const Shape& a, const Shape& b) {
+  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+    const int64_t x = a[a.size() - i];
+    const int64_t y = b[b.size() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
 }
 
 Shape BroadcastShapes(const std::vector<const Shape*>& shapes, absl::string_view op) {
@@ -80,6 +91,15 @@ Tensor Scalar(double value, const Tensor& like, bool bake = false) {
   const bool integral_value = std::floor(value) == value && std::isfinite(value);
   if (!integral_value && dtype != DType::f32) dtype = DType::f32;
   if (dtype == DType::boolean) dtype = DType::i32;
+  // An integral scalar must fit the integer dtype it computes in (PyTorch: "value cannot be
+  // converted to type int32 without overflow"), rather than wrap silently.
+  const double limit = dtype == DType::i32 ? 2147483648.0 : 9223372036854775808.0;
+  if (dtype != DType::f32 && !(value >= -limit && value < limit)) {
+    base::Throw(absl::InvalidArgumentError(absl::StrFormat(
+        "scalar %.0f cannot be converted to type %s without overflow (the tensor operand is %s%s; "
+        "cast it to a wider dtype first)",
+        value, dtype_name(dtype), dtype_name(like.dtype()), ir::ShapeString(like.shape()))));
+  }
   return Wrap(bake ? ir::MakeConstant(value, dtype, {}) : ir::MakeScalar(value, dtype, {}),
               like.device());
 }
@@ -91,7 +111,7 @@ Tensor Scalar(double value, const Tensor& like, bool bake = false) {
 absl::StatusOr<NodePtr> NegNode(NodePtr x) {
   if (x->dtype == DType::boolean) {
     return base::InvalidArgument(
-        "Neg", "not defined for bool tensors; cast to an integer or float dtype first");
+        "neg", "not defined for bool tensors; cast to an integer or float dtype first");
   }
   NodePtr minus_one = ir::MakeConstant(-1, x->dtype, x->shape);
   return ir::MakeBinary(Op::kMul, std::move(x), std::move(minus_one));
@@ -126,6 +146,7 @@ Tensor Unary(Op op, const Tensor& x, absl::string_view name, bool floating) {
 }
 
 std::vector<int64_t> ReduceAxes(const Tensor& x, std::vector<int64_t> dims, absl::string_view op) {
+  frontend::ImplOf(x, op);  // an undefined x is an Error naming the op
   const int64_t rank = x.dim();
   if (dims.empty()) {
     dims.resize(rank);
@@ -230,6 +251,7 @@ Tensor where(const Tensor& cond, const Tensor& a, double b) { return where(cond,
 Tensor where(const Tensor& cond, double a, const Tensor& b) { return where(cond, Scalar(a, b), b); }
 
 Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  frontend::ImplOf(x, "sum");
   const DType compute = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   return Reduce(Op::kSum, x, std::move(dims), keepdim, "sum", compute);
 }
@@ -245,6 +267,7 @@ Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
 }
 
 Tensor max(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  frontend::ImplOf(x, "max");
   return Reduce(Op::kMax, x, std::move(dims), keepdim, "max", x.dtype());
 }
 
@@ -272,6 +295,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const DType dtype = promote(x->dtype, y->dtype);
   const Shape xb(x->shape.begin(), x->shape.end() - 2);
   const Shape yb(y->shape.begin(), y->shape.end() - 2);
+  if (!Broadcastable(xb, yb)) {
+    base::ThrowInvalid("matmul",
+                       absl::StrCat("batch dims ", ir::ShapeString(xb), " of ",
+                                    ir::ShapeString(x->shape), " and ", ir::ShapeString(yb), " of ",
+                                    ir::ShapeString(y->shape), " cannot be broadcast together"));
+  }
   Shape batch = BroadcastShapes({&xb, &yb}, "matmul");
   Shape xs = batch;
   xs.insert(xs.end(), x->shape.end() - 2, x->shape.end());
@@ -341,7 +370,7 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 }
 
 Tensor broadcast_to(const Tensor& x, std::vector<int64_t> shape) {
-  const Shape& from = frontend::ImplOf(x, "broadcast_to").node->shape;
+  const Shape from = frontend::NodeOf(frontend::ImplOf(x, "broadcast_to"))->shape;
   bool ok = from.size() <= shape.size();
   for (size_t d = 0; ok && d < from.size(); ++d) {
     const int64_t want = shape[shape.size() - from.size() + d];
@@ -397,14 +426,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     frontend::ImplOf(t, "cat");
     ptrs.push_back(&t);
   }
-  const Shape& first = tensors[0].impl()->node->shape;
+  const Shape first = frontend::NodeOf(*tensors[0].impl())->shape;
   const int64_t rank = static_cast<int64_t>(first.size());
   if (rank == 0) base::ThrowInvalid("cat", "cannot concatenate rank-0 tensors; stack them instead");
   dim = NormalizeDim(dim, rank, "cat");
   DType dtype = tensors[0].dtype();
   int64_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const Shape& s = tensors[i].impl()->node->shape;
+    const Shape s = frontend::NodeOf(*tensors[i].impl())->shape;
     bool ok = static_cast<int64_t>(s.size()) == rank;
     for (int64_t d = 0; ok && d < rank; ++d) ok = d == dim || s[d] == first[d];
     if (!ok) {
@@ -431,7 +460,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     std::vector<int64_t> before(rank, 0);
     before[dim] = offset;
     offset += extent;
-    if (n->shape != out) n = base::ValueOrThrow(ir::MakePad(std::move(n), std::move(before), out));
+    // Padded with -0.0 (for floats): x + -0.0 is x for every x, so a -0.0 part stays -0.0.
+    if (n->shape != out) {
+      n = base::ValueOrThrow(ir::MakePad(std::move(n), std::move(before), out, -0.0));
+    }
     acc = acc ? base::ValueOrThrow(ir::MakeBinary(Op::kAdd, std::move(acc), std::move(n)))
               : std::move(n);
   }

@@ -8,9 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "frontend/autograd.h"
+#include "frontend/captures.h"
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_scope.h"
+#include "frontend/user_code.h"
 #include "ir/ir.h"
 #include "lazycl/factories.h"
 #include "lazycl/function.h"
@@ -66,7 +68,8 @@ ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vecto
       x.push_back(steps == 0 ? zeros(SliceShape(full), full.dtype(), Device::host())
                              : squeeze(slice(full, 0, t, t + 1), 0));
     }
-    auto [next, y] = fn(carry, x);
+    auto [next, y] = frontend::RunUserCode(absl::StrCat("scan: the body, at step ", t, ","),
+                                           [&] { return fn(carry, x); });
     CheckCarry(init, next);
     if (steps == 0) {
       for (const Tensor& yk : y) {
@@ -107,7 +110,8 @@ Tensor TraceInput(std::vector<int64_t> shape, DType dtype, Device device,
 // a bare placeholder as it is, since it has no pending work).
 void CheckNotPlaceholders(const std::vector<Tensor>& inputs, Device device) {
   for (const Tensor& t : inputs) {
-    const ir::Node& leaf = *t.impl()->node;
+    const ir::NodePtr node = frontend::NodeOf(*t.impl());
+    const ir::Node& leaf = *node;
     if (!leaf.storage->placeholder() || leaf.storage->manager().IsWritten(leaf.storage->id()))
       continue;
     base::Throw(absl::FailedPreconditionError(absl::StrCat(
@@ -137,7 +141,8 @@ TracedBody TraceBody(const ScanFn& fn, const std::vector<Tensor>& init_d,
     body.carry_in.push_back(TraceInput(c.shape(), c.dtype(), device, options));
   for (const Tensor& x : xs_d)
     body.x_in.push_back(TraceInput(SliceShape(x), x.dtype(), device, options));
-  auto [carry_out, ys_out] = fn(body.carry_in, body.x_in);
+  auto [carry_out, ys_out] = frontend::RunUserCode("scan: the body, while traced,",
+                                                   [&] { return fn(body.carry_in, body.x_in); });
   CheckCarry(init_d, carry_out);
   for (size_t k = 0; k < ys_out.size(); ++k) {
     if (!ys_out[k].defined()) Invalid(absl::StrCat("the body returned an undefined y ", k));
@@ -157,11 +162,14 @@ TracedBody TraceBody(const ScanFn& fn, const std::vector<Tensor>& init_d,
 // whose xs are the saved per-step carries, the xs and the adjoints of the ys; its body is the
 // VJP (Backprop) of the traced forward body at step t, and its ys are the adjoints of the xs
 // slices, stacked. Only floating carries, xs and ys take part in the adjoint flow; the others
-// are still read for their values.
+// are still read for their values. Tensors the body captured (frontend/captures.h) are inputs
+// after init and xs: the reverse scan carries one more adjoint per capture, to which each step
+// adds its own (a weight shared by every step gets the sum over the steps).
 class ScanGradFn : public frontend::GradFn {
  public:
   std::vector<ir::NodePtr> carry_in, x_in;  // the forward body's placeholders
   std::vector<ir::NodePtr> body;            // its outputs: new carries, then ys
+  std::vector<ir::NodePtr> capture_nodes;   // read by the body; inputs after init and xs
   std::vector<Tensor> saved_carries;        // [steps, carry shape] per carry
   std::vector<Tensor> xs;                   // on the device
   std::vector<std::vector<int64_t>> ys_shapes;
@@ -183,9 +191,12 @@ class ScanGradFn : public frontend::GradFn {
       const Tensor& a = adj[out];
       return a.defined() ? a : frontend::ZerosOn(shape, body[out]->dtype, device);
     };
+    const size_t ncap = capture_nodes.size();
     std::vector<Tensor> init;
     for (size_t i : fc) init.push_back(adjoint_or_zeros(i, carry_in[i]->shape));
-    std::vector<Tensor> result(nc + nx);
+    for (const ir::NodePtr& c : capture_nodes)
+      init.push_back(frontend::ZerosOn(c->shape, c->dtype, device));
+    std::vector<Tensor> result(nc + nx + ncap);
     if (steps == 0) {  // the carry went through untouched
       for (size_t t = 0; t < fc.size(); ++t) result[fc[t]] = init[t];
     } else {
@@ -194,15 +205,19 @@ class ScanGradFn : public frontend::GradFn {
       for (size_t k : fy) bxs.push_back(adjoint_or_zeros(nc + k, ys_shapes[k]));
       ScanFn vjp = [&](const std::vector<Tensor>& dc, const std::vector<Tensor>& in) {
         absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
-        for (size_t i = 0; i < nc; ++i) replace[carry_in[i].get()] = in[i].impl()->node;
-        for (size_t j = 0; j < nx; ++j) replace[x_in[j].get()] = in[nc + j].impl()->node;
+        for (size_t i = 0; i < nc; ++i)
+          replace[carry_in[i].get()] = frontend::NodeOf(*in[i].impl());
+        for (size_t j = 0; j < nx; ++j)
+          replace[x_in[j].get()] = frontend::NodeOf(*in[nc + j].impl());
         const std::vector<ir::NodePtr> outs = ir::Substitute(body, replace);
         std::vector<ir::NodePtr> seeds(outs.size());
-        for (size_t t = 0; t < fc.size(); ++t) seeds[fc[t]] = dc[t].impl()->node;
-        for (size_t t = 0; t < fy.size(); ++t) seeds[nc + fy[t]] = in[nc + nx + t].impl()->node;
+        for (size_t t = 0; t < fc.size(); ++t) seeds[fc[t]] = frontend::NodeOf(*dc[t].impl());
+        for (size_t t = 0; t < fy.size(); ++t)
+          seeds[nc + fy[t]] = frontend::NodeOf(*in[nc + nx + t].impl());
         std::vector<ir::NodePtr> targets;
-        for (size_t i : fc) targets.push_back(in[i].impl()->node);
-        for (size_t j : fx) targets.push_back(in[nc + j].impl()->node);
+        for (size_t i : fc) targets.push_back(frontend::NodeOf(*in[i].impl()));
+        for (size_t j : fx) targets.push_back(frontend::NodeOf(*in[nc + j].impl()));
+        for (const ir::NodePtr& c : capture_nodes) targets.push_back(c);
         std::vector<ir::NodePtr> adjoints = ir::Backprop(outs, seeds, targets, {});
         auto wrap = [&](size_t t, const ir::NodePtr& like) {
           return adjoints[t] ? frontend::Wrap(adjoints[t], device)
@@ -211,6 +226,11 @@ class ScanGradFn : public frontend::GradFn {
         std::vector<Tensor> new_carry, dxs;
         for (size_t t = 0; t < fc.size(); ++t) new_carry.push_back(wrap(t, carry_in[fc[t]]));
         for (size_t t = 0; t < fx.size(); ++t) dxs.push_back(wrap(fc.size() + t, x_in[fx[t]]));
+        for (size_t c = 0; c < ncap; ++c) {
+          const ir::NodePtr& a = adjoints[fc.size() + fx.size() + c];
+          const Tensor& sum_so_far = dc[fc.size() + c];
+          new_carry.push_back(a ? sum_so_far + frontend::Wrap(a, device) : sum_so_far);
+        }
         return std::make_pair(new_carry, dxs);
       };
       ScanOptions options;
@@ -218,6 +238,7 @@ class ScanGradFn : public frontend::GradFn {
       ScanResult back = scan(vjp, init, bxs, options);
       for (size_t t = 0; t < fc.size(); ++t) result[fc[t]] = back.carry[t];
       for (size_t t = 0; t < fx.size(); ++t) result[nc + fx[t]] = back.ys[t];
+      for (size_t c = 0; c < ncap; ++c) result[nc + nx + c] = back.carry[fc.size() + c];
     }
     for (size_t i = 0; i < result.size(); ++i) {
       if (result[i].defined() && inputs[i]->device != device)
@@ -265,17 +286,29 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   sync(all);
   CheckNotPlaceholders(all, device);
 
-  const TracedBody body = TraceBody(fn, init_d, xs_d, device, options, record);
+  TracedBody body = TraceBody(fn, init_d, xs_d, device, options, record);
+  std::vector<ir::NodePtr> body_inputs;
+  for (const Tensor& c : body.carry_in) body_inputs.push_back(frontend::NodeOf(*c.impl()));
+  for (const Tensor& x : body.x_in) body_inputs.push_back(frontend::NodeOf(*x.impl()));
+  const size_t num_body_outputs = init_d.size() + body.num_ys;
+  frontend::Captures captures = frontend::FindCaptures(
+      std::vector<Tensor>(body.outputs.begin(), body.outputs.begin() + num_body_outputs),
+      body_inputs);
+  if (!captures.tensors.empty() && !record) {
+    // The backward needs every step's carry, as when an input requires grad.
+    record = true;
+    body.outputs.insert(body.outputs.end(), body.carry_in.begin(), body.carry_in.end());
+  }
   const size_t num_ys = body.num_ys;
   std::vector<ir::NodePtr> out_nodes;
-  for (const Tensor& out : body.outputs) out_nodes.push_back(out.impl()->node);
+  for (const Tensor& out : body.outputs) out_nodes.push_back(frontend::NodeOf(*out.impl()));
   runtime::StepLoop loop;
   loop.device = device.index();
   loop.outputs = runtime::DistinctOutputs(std::move(out_nodes));
-  for (const Tensor& c : body.carry_in) loop.carry_in.push_back(c.impl()->node);
-  for (const Tensor& x : body.x_in) loop.x_in.push_back(x.impl()->node);
-  for (const Tensor& c : init_d) loop.init.push_back(c.impl()->node->storage);
-  for (const Tensor& x : xs_d) loop.xs.push_back(x.impl()->node->storage);
+  for (const Tensor& c : body.carry_in) loop.carry_in.push_back(frontend::NodeOf(*c.impl()));
+  for (const Tensor& x : body.x_in) loop.x_in.push_back(frontend::NodeOf(*x.impl()));
+  for (const Tensor& c : init_d) loop.init.push_back(frontend::NodeOf(*c.impl())->storage);
+  for (const Tensor& x : xs_d) loop.xs.push_back(frontend::NodeOf(*x.impl())->storage);
   loop.steps = steps;
   loop.reverse = options.reverse;
   runtime::StepLoopResult run = base::ValueOrThrow(runtime::RunStepLoop(loop));
@@ -297,6 +330,8 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
     grad_fn->steps = steps;
     for (const Tensor& t : init) grad_fn->inputs.push_back(t.impl());
     for (const Tensor& t : xs) grad_fn->inputs.push_back(t.impl());
+    grad_fn->capture_nodes = std::move(captures.nodes);
+    for (auto& c : captures.tensors) grad_fn->inputs.push_back(std::move(c));
     std::vector<Tensor> outputs_all = result.carry;
     outputs_all.insert(outputs_all.end(), result.ys.begin(), result.ys.end());
     frontend::RecordOutputs(outputs_all, std::move(grad_fn));

@@ -1,6 +1,8 @@
 #include "lazycl/tensor.h"
 
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -41,13 +43,15 @@ using frontend::ImplOf;
 
 Tensor::Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-std::vector<int64_t> Tensor::shape() const { return ImplOf(*this, "shape").node->shape; }
+using frontend::NodeOf;
+
+std::vector<int64_t> Tensor::shape() const { return NodeOf(ImplOf(*this, "shape"))->shape; }
 int64_t Tensor::dim() const {
-  return static_cast<int64_t>(ImplOf(*this, "dim").node->shape.size());
+  return static_cast<int64_t>(NodeOf(ImplOf(*this, "dim"))->shape.size());
 }
 
 int64_t Tensor::size(int64_t d) const {
-  const auto& shape = ImplOf(*this, "size").node->shape;
+  const ir::Shape shape = NodeOf(ImplOf(*this, "size"))->shape;
   const int64_t rank = static_cast<int64_t>(shape.size());
   if (d < -rank || d >= rank) {
     base::Throw(absl::InvalidArgumentError(
@@ -57,12 +61,13 @@ int64_t Tensor::size(int64_t d) const {
   return shape[d < 0 ? d + rank : d];
 }
 
-DType Tensor::dtype() const { return ImplOf(*this, "dtype").node->dtype; }
+DType Tensor::dtype() const { return NodeOf(ImplOf(*this, "dtype"))->dtype; }
 Device Tensor::device() const { return ImplOf(*this, "device").device; }
-int64_t Tensor::numel() const { return ir::NumElements(ImplOf(*this, "numel").node->shape); }
+int64_t Tensor::numel() const { return ir::NumElements(NodeOf(ImplOf(*this, "numel"))->shape); }
 
 bool Tensor::is_placeholder() const {
-  const ir::Node& n = *ImplOf(*this, "is_placeholder").node;
+  const ir::NodePtr node = NodeOf(ImplOf(*this, "is_placeholder"));
+  const ir::Node& n = *node;
   return n.op == ir::Op::kBuffer && n.storage->placeholder() &&
          !n.storage->manager().IsWritten(n.storage->id());
 }
@@ -113,14 +118,24 @@ template <class T>
 std::vector<T> Tensor::to_vector() const {
   const TensorImpl& impl = ImplOf(*this, "to_vector");
   constexpr DType want = DTypeOf<T>();
-  if (impl.node->dtype != want) {
-    base::Throw(absl::InvalidArgumentError(absl::StrCat(
-        "to_vector<", CppName(want), ">: the tensor's dtype is ", dtype_name(impl.node->dtype),
-        "; read it with to_vector<", CppName(impl.node->dtype), ">()")));
+  const DType have = NodeOf(impl)->dtype;
+  if (have != want) {
+    base::Throw(absl::InvalidArgumentError(
+        absl::StrCat("to_vector<", CppName(want), ">: the tensor's dtype is ", dtype_name(have),
+                     "; read it with to_vector<", CppName(have), ">()")));
   }
   Tensor host = to(Device::host());
-  const ir::Node& leaf = *host.impl()->node;
-  std::vector<T> out(static_cast<size_t>(ir::NumElements(leaf.shape)));
+  const ir::NodePtr leaf_node = NodeOf(*host.impl());
+  const ir::Node& leaf = *leaf_node;
+  const int64_t n = ir::NumElements(leaf.shape);
+  std::vector<T> out;
+  try {
+    out.resize(static_cast<size_t>(n));
+  } catch (const std::bad_alloc&) {
+    base::Throw(base::HostOutOfMemory("to_vector", n * static_cast<int64_t>(sizeof(T))));
+  } catch (const std::length_error&) {
+    base::Throw(base::HostOutOfMemory("to_vector", n * static_cast<int64_t>(sizeof(T))));
+  }
   if (!out.empty()) {
     base::ThrowIfError(leaf.storage->manager().Download(leaf.storage->id(), out.data(), 0,
                                                         out.size() * sizeof(T)));
@@ -134,6 +149,12 @@ T Tensor::item() const {
     base::Throw(absl::InvalidArgumentError(
         absl::StrCat("item: the tensor has ", numel(), " elements (shape ",
                      ir::ShapeString(shape()), "); item() needs exactly one")));
+  }
+  constexpr DType want = DTypeOf<T>();
+  if (dtype() != want) {
+    base::Throw(absl::InvalidArgumentError(
+        absl::StrCat("item<", CppName(want), ">: the tensor's dtype is ", dtype_name(dtype()),
+                     "; read it with item<", CppName(dtype()), ">()")));
   }
   return to_vector<T>()[0];
 }
@@ -149,7 +170,8 @@ template uint8_t Tensor::item<uint8_t>() const;
 
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
-  const ir::Node& n = *impl_->node;
+  const ir::NodePtr node = NodeOf(*impl_);
+  const ir::Node& n = *node;
   const char* state = is_placeholder()          ? "placeholder"
                       : n.op == ir::Op::kBuffer ? "data"
                                                 : "pending";

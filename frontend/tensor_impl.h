@@ -45,6 +45,15 @@ namespace frontend {
 // only ever makes host tensors.
 std::shared_ptr<TensorImpl> NewImpl(ir::NodePtr node, Device device, bool requires_grad = false);
 
+// Threads: `node` is the one field lazycl changes behind a handle's back (Materialize rebinds a
+// pending tensor to its result, possibly on another thread that reads the same tensor), so code
+// that may see a tensor shared between threads reads it with NodeOf, which copies it under the
+// node lock (a leaf lock, held only for the copy), and Materialize rebinds it with RebindNode.
+ir::NodePtr NodeOf(const TensorImpl& impl);
+// Replaces `impl.node` with `leaf` if it is still `expected` (another thread may have rebound it
+// to an equal result already, or an in-place op replaced it).
+void RebindNode(TensorImpl& impl, const ir::NodePtr& expected, ir::NodePtr leaf);
+
 inline Tensor MakeTensor(ir::NodePtr node, Device device, bool requires_grad = false) {
   return Tensor(NewImpl(std::move(node), device, requires_grad));
 }

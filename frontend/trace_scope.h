@@ -6,7 +6,7 @@ namespace lazycl::frontend {
 
 // Marks the tracing of a trace/call/scan body on this thread. While one is open, graphs are
 // not cut (their placeholders have no data to compute with), and every byte moved between host
-// and devices is added to TraceTransferBytes when the outermost scope closes.
+// and devices by this thread is added to TraceTransferBytes when the outermost scope closes.
 class TraceScope {
  public:
   TraceScope();

@@ -55,6 +55,30 @@ NodePtr Neg(NodePtr x) {
   return Mul(std::move(x), std::move(minus_one));
 }
 
+// `index` clamped into [0, last], as Gather reads it. A broadcast index is clamped before it is
+// broadcast, so that ScatterAdd still sees one vector repeated (kernels/emit_gather.cpp).
+NodePtr ClampIndex(const NodePtr& index, double last) {
+  if (index->op == Op::kExpand) {
+    return Must(ir::MakeExpand(ClampIndex(index->operands[0], last), index->shape));
+  }
+  return Bin(Op::kMinimum, Bin(Op::kMaximum, index, Zero(index)), Const(last, index));
+}
+
+// The adjoint of ScatterAdd's src: g gathered at the index (g sliced to the index's extent in
+// the other dims first), zero where the index is outside x's dim and the element was dropped.
+NodePtr ScatterAddSrcVjp(const Node& n, const NodePtr& g, const NodePtr& index) {
+  const int64_t dim = n.args[0];
+  const int64_t size = n.shape[dim];
+  if (size == 0) return Zero(n.operands[2]);
+  Shape window = index->shape;
+  window[dim] = size;
+  NodePtr sliced = Must(ir::MakeSlice(g, std::vector<int64_t>(window.size(), 0), window));
+  NodePtr gathered = Must(ir::MakeGather(std::move(sliced), dim, index));
+  NodePtr in_range =
+      Where(Bin(Op::kLt, index, Const(static_cast<double>(size), index)), gathered, Zero(gathered));
+  return Where(Bin(Op::kGe, index, Zero(index)), in_range, Zero(gathered));
+}
+
 // Max and Min reductions: every element equal to the result gets an even share, g / (ties).
 NodePtr ExtremumVjp(const Node& n, const NodePtr& g, Value v) {
   const NodePtr& x = n.operands[0];
@@ -234,6 +258,20 @@ constexpr VjpRow kVjpRows[] = {
        std::swap(swap[r - 1], swap[r - 2]);
        if (k == 0) return Must(ir::MakeMatmul(g, Must(ir::MakePermute(v(n.operands[1]), swap))));
        return Must(ir::MakeMatmul(Must(ir::MakePermute(v(n.operands[0]), swap)), g));
+     }},
+    {Op::kGather,  // x gets g added where it was read (the clamped index); the index nothing
+     [](const Node& n, size_t k, const NodePtr& g, Value v) -> NodePtr {
+       if (k != 0) return nullptr;
+       const double last = static_cast<double>(n.operands[0]->shape[n.args[0]] - 1);
+       return Must(ir::MakeScatterAdd(Zero(n.operands[0]), n.args[0],
+                                      ClampIndex(v(n.operands[1]), std::max(last, 0.0)), g));
+     }},
+    {Op::kScatterAdd,
+     [](const Node& n, size_t k, const NodePtr& g, Value v) -> NodePtr {
+       // x gets g; src gets g read where it was added (zero where its index was dropped).
+       if (k == 0) return g;
+       if (k == 1) return nullptr;
+       return ScatterAddSrcVjp(n, g, v(n.operands[1]));
      }},
     // mathops block
     {Op::kRsqrt,  // -g y^3 / 2

@@ -4,10 +4,13 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <string>
 #include <utility>
 
+#include "absl/base/casts.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
@@ -85,6 +88,8 @@ constexpr DTypeRule kDTypeRules[] = {
     {Op::kSum, Takes::kF32OrI64, Gives::kOperand, "sum"},
     {Op::kMax, Takes::kAny, Gives::kOperand, "max", /*identity=*/false},
     {Op::kMatmul, Takes::kAny, Gives::kOperand},
+    {Op::kGather, Takes::kAny, Gives::kOperand},
+    {Op::kScatterAdd, Takes::kAny, Gives::kOperand},
     // mathops block
     {Op::kRsqrt, Takes::kFloating, Gives::kOperand, "rsqrt"},
     {Op::kSilu, Takes::kFloating, Gives::kOperand, "silu"},
@@ -102,7 +107,8 @@ const DTypeRule& RuleOf(Op op) { return kDTypeRules[static_cast<int>(op)]; }
 // OK when `op` takes `dtype`, else InvalidArgument naming the op.
 absl::Status CheckTakes(Op op, DType dtype) {
   const DTypeRule& rule = RuleOf(op);
-  const char* name = rule.name != nullptr ? rule.name : OpName(op);
+  // The user's word for the op: "relu", not the IR's "Relu".
+  const std::string name = absl::AsciiStrToLower(rule.name != nullptr ? rule.name : OpName(op));
   const bool unary = OpArity(op) == 1;
   switch (rule.takes) {
     case Takes::kAny:
@@ -139,7 +145,10 @@ DType Result(Op op, DType operand) {
 NodePtr Finish(Node node) {
   uint64_t h =
       absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape, node.args);
-  if (node.op == Op::kConstant) h = absl::HashOf(h, 0x9e3779b97f4a7c15ull, node.value);
+  if (node.op == Op::kConstant || node.op == Op::kPad) {
+    // Bits, not value: a Pad filling -0.0 differs from one filling 0.
+    h = absl::HashOf(h, 0x9e3779b97f4a7c15ull, absl::bit_cast<uint64_t>(node.value));
+  }
   int64_t pending = IsLeaf(node.op) ? 0 : 1;
   for (const NodePtr& operand : node.operands) {
     h = absl::HashOf(h, operand->hash);
@@ -189,6 +198,8 @@ Node::~Node() {
     }
   }
 }
+
+NodePtr FinishNode(Node node) { return Finish(std::move(node)); }
 
 const char* OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
 int OpArity(Op op) { return kOpArity[static_cast<int>(op)]; }
@@ -374,7 +385,7 @@ absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape 
   return Finish(std::move(n));
 }
 
-absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape) {
+absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape, double fill) {
   if (absl::Status s = ValidateShape(shape, "pad"); !s.ok()) return s;
   bool ok = before.size() == x->shape.size() && shape.size() == x->shape.size();
   for (size_t d = 0; ok && d < shape.size(); ++d) {
@@ -388,6 +399,7 @@ absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape sh
   Node n;
   n.op = Op::kPad;
   n.dtype = x->dtype;
+  n.value = x->dtype == DType::f32 ? fill : 0;
   n.shape = std::move(shape);
   n.args = std::move(before);
   n.operands = {std::move(x)};

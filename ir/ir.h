@@ -39,9 +39,9 @@ struct Node {
   std::vector<NodePtr> operands;
   // The small argument, by op: Permute: the permutation; Slice: start per dim; Pad: padding
   // before each dim (after is implied by the shape); Sum/Max: the reduced axes, sorted (the
-  // output keeps them with size 1).
+  // output keeps them with size 1). Gather, ScatterAdd: {dim}.
   std::vector<int64_t> args;
-  double value = 0;                  // Constant, Scalar
+  double value = 0;                  // Constant, Scalar; Pad: the fill
   std::shared_ptr<Storage> storage;  // Buffer
   uint64_t hash = 0;
   // Non-leaf nodes in this node's graph, counted through every path (so shared nodes count
@@ -50,6 +50,10 @@ struct Node {
 };
 
 std::string NodeString(const Node& node);  // "Add f32[2,3]"
+
+// Fills in the hash and the pending count of a node whose other fields are set (the builders'
+// last step; for builders in other files of ir/).
+NodePtr FinishNode(Node node);
 
 // Builders. Each checks its operands and returns InvalidArgument naming the op and the shapes.
 NodePtr MakeBuffer(std::shared_ptr<Storage> storage, DType dtype, Shape shape);
@@ -69,13 +73,26 @@ absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm);
 // Same rank; every dim either equal or 1 in x.
 absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape);
 absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape shape);
-absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape);
+// Pad: x placed at `before` in `shape`, the rest `fill` (cat pads with -0.0, the one value that
+// adds to every float, -0.0 included, without changing it).
+absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape shape,
+                                double fill = 0);
 // Reduces `axes` (sorted, unique, in range) to size 1.
 absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes);
 // A running fold of x along `axis` (a Scan op: Cumsum), from the end when `reverse`; x's shape.
 absl::StatusOr<NodePtr> MakeScan(Op op, NodePtr x, int64_t axis, bool reverse);
 // a [B.., M, K] and b [B.., K, N] with equal batch dims -> [B.., M, N].
 absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b);
+
+// Data-dependent indexing (ir/indexing.cpp). `index` is i32 or i64, of x's rank.
+// Gather: out[i..] = x[i.. with i_dim = clamp(index[i..], 0, x.shape[dim] - 1)]; index's dims
+// other than `dim` equal x's (the frontend slices x first); the result has index's shape and
+// x's dtype. x.shape[dim] may be 0 only when index is empty.
+absl::StatusOr<NodePtr> MakeGather(NodePtr x, int64_t dim, NodePtr index);
+// ScatterAdd: x plus, for every element of src, src[j..] added at j.. with j_dim = index[j..];
+// an index outside [0, x.shape[dim]) drops its element. index and src have one shape, whose dims
+// other than `dim` are at most x's; the result has x's shape and dtype (f32, i32 or i64).
+absl::StatusOr<NodePtr> MakeScatterAdd(NodePtr x, int64_t dim, NodePtr index, NodePtr src);
 
 // Rebuilds `roots` with every node in `replace` swapped for its replacement (shapes and dtypes
 // must match); nodes that reach no replaced node are shared, not copied.

@@ -40,6 +40,14 @@ KernelSpec EmitRowKernel(const ir::Node& root, BufferRef out,
                          const std::vector<const ir::Node*>& reduces, const InputMap& inputs,
                          const Target& target);
 
+// `root` is ScatterAdd (emit_gather.cpp): one work-item per output element, adding the src
+// elements whose index names it in ascending order along the dim (deterministic). When the
+// index is one vector broadcast over the other dims (index_select's and embedding's gradient):
+// one work-item per position along the dim, or, with fewer indices than positions, a copy of x
+// and one work-item per first occurrence of each index value, reading the index once per item.
+std::vector<KernelSpec> EmitScatterAdd(const ir::Node& root, BufferRef out, const InputMap& inputs,
+                                       const Target& target);
+
 // Where a matmul operand lives: a buffer read at offset + sum(index * stride), with the batch
 // dims folded into one stride.
 struct StridedOperand {

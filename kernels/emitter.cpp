@@ -125,6 +125,10 @@ void Emitter::UnifyDims(const Node& root) {
           if (n->operands[0]->shape[d] != 1) Union({n, d}, {n->operands[0].get(), d});
         }
         break;
+      case Op::kGather:
+      case Op::kScatterAdd:
+        UnifyIndexing(*n);
+        break;
       default:
         if (ir::IsReduce(n->op)) {
           const Node& x = *n->operands[0];
@@ -341,6 +345,8 @@ std::string Emitter::EvalUncached(const Node& n, const Index& idx) {
     }
     case Op::kPad:
       return Pad(n, idx);
+    case Op::kGather:
+      return Gather(n, idx);
     default:
       return EvalElementwise(n, idx);
   }
@@ -404,7 +410,7 @@ std::string Emitter::Helpers() const {
 
 std::string Emitter::Pad(const Node& n, const Index& idx) {
   const Node& x = *n.operands[0];
-  if (ir::NumElements(x.shape) == 0) return Zero(n.dtype);
+  if (ir::NumElements(x.shape) == 0) return Literal(n.value, n.dtype);
   std::vector<std::string> in = Multi(idx, n);
   std::vector<std::string> conds;
   for (size_t d = 0; d < in.size(); ++d) {
@@ -427,7 +433,7 @@ std::string Emitter::Pad(const Node& n, const Index& idx) {
   std::string value = Eval(x, Index::Multi(std::move(in)));
   if (conds.empty()) return value;
   return Assign(n.dtype, absl::StrCat("(", absl::StrJoin(conds, " && "), ") ? ", value, " : ",
-                                      Zero(n.dtype)));
+                                      Literal(n.value, n.dtype)));
 }
 
 Emitter::DimRef Emitter::Find(DimRef r) {

@@ -144,6 +144,9 @@ class Emitter {
   std::string EvalVector(const ir::Node& n, const Index& idx);
   std::string EvalElementwise(const ir::Node& n, const Index& idx);
   std::string Pad(const ir::Node& n, const Index& idx);
+  // Gather and ScatterAdd (emit_gather.cpp): the dims they force equal, and Gather's value.
+  void UnifyIndexing(const ir::Node& n);
+  std::string Gather(const ir::Node& n, const Index& idx);
   // The CPU maths functions the body calls, each defined once, in order of first call.
   std::string Helpers() const;
   DimRef Find(DimRef r);

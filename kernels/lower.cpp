@@ -61,6 +61,7 @@ class Emission {
           EmitMatmul(root, out, Operand(*root.operands[0]), Operand(*root.operands[1]), target_)};
     }
     if (ir::IsReduce(root.op)) return EmitReduction(r, out);
+    if (root.op == Op::kScatterAdd) return EmitScatterAdd(root, out, Inputs(r), target_);
     if (ir::IsScan(root.op)) return {EmitScan(root, out, Inputs(r), target_)};
     // Reductions left inside an elementwise kernel were taken in by FuseRowReductions.
     std::vector<int> region = p_.Region(r);

@@ -139,6 +139,8 @@ constexpr OpExprRow kOpExprs[] = {
     {Op::kSum, nullptr},
     {Op::kMax, nullptr},
     {Op::kMatmul, nullptr},
+    {Op::kGather, nullptr},
+    {Op::kScatterAdd, nullptr},
     // mathops block
     {Op::kRsqrt, [](const ExprArgs& a, Calls*) { return Call("rsqrt", a); }},
     {Op::kSilu,  // x sigmoid(x), as x / (1 + exp(-x)): -0 (not NaN) where exp(-x) overflows

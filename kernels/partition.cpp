@@ -16,12 +16,23 @@ Partition::Partition(const Graph& graph)
   for (int o : g_.outputs) root_[o] = true;
   for (int i = 0; i < size(); ++i) {
     const Node& n = node(i);
-    if (ir::IsReduce(n.op) || ir::IsScan(n.op) || n.op == Op::kMatmul) root_[i] = true;
+    if (ir::IsReduce(n.op) || ir::IsScan(n.op) || n.op == Op::kMatmul || n.op == Op::kScatterAdd)
+      root_[i] = true;
   }
   // In node order, so that an operand made a root here reads as memory to later matmuls.
   const std::function<bool(const Node&)> materialized = [this](const Node& n) {
     return IsInput(n);
   };
+  // ScatterAdd reads its index and src many times: the computed values under their views are
+  // materialized first; the views stay, so that the emitter sees a broadcast index as one.
+  for (const Node* n : g_.nodes) {
+    if (n->op != Op::kScatterAdd) continue;
+    for (size_t k = 1; k < 3; ++k) {
+      const Node* base = n->operands[k].get();
+      while (!IsInput(*base) && ir::IsView(base->op)) base = base->operands[0].get();
+      if (!IsInput(*base) && !ir::IsLeaf(base->op)) root_[IndexOf(*base)] = true;
+    }
+  }
   for (const Node* n : g_.nodes) {
     if (n->op != Op::kMatmul) continue;
     for (const ir::NodePtr& operand : n->operands) {

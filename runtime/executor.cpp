@@ -7,6 +7,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -31,12 +32,22 @@ using ir::Node;
 // Graphs compiled for one device: the plan and, once resolved, its kernels.
 }  // namespace
 
+// Threads (README, "Threads"). Shared state here and its locks, in the order they may nest:
+//   CacheMutex() (the graph caches and their capacity; held only for lookups and inserts, never
+//     while lowering, compiling or launching),
+//   CachedPlan::kernels_mu (one plan's entry points; held while one is created, which takes the
+//     device's ProgramCache mutex inside it),
+//   then the backend's: Device launch mutex -> BufferManager mutex -> metrics registry.
+// A plan is immutable once cached but for `kernels`, so threads run one plan concurrently; the
+// device's in-order queue orders their kernels, and a buffer freed to the pool by one thread is
+// reused by another only through work enqueued after the first one's.
 struct CachedPlan {
   uint64_t hash = 0;
   std::vector<uint64_t> key;
   kernels::Plan plan;
+  std::mutex kernels_mu;
   // Per kernel, per launch: its entry point, created when the launch first runs.
-  std::vector<std::vector<const backend::Kernel*>> kernels;
+  std::vector<std::vector<const backend::Kernel*>> kernels;  // guarded by kernels_mu
 };
 
 namespace {
@@ -73,13 +84,19 @@ class GraphCache {
     }
   }
 
-  static inline size_t capacity = kDefaultGraphCacheCapacity;
+  static inline size_t capacity = kDefaultGraphCacheCapacity;  // guarded by CacheMutex()
 
  private:
   std::list<std::shared_ptr<CachedPlan>> order_;  // most recently used first
   absl::flat_hash_map<uint64_t, std::list<std::shared_ptr<CachedPlan>>::iterator> by_hash_;
 };
 
+std::mutex& CacheMutex() {
+  static auto* mutex = new std::mutex();  // never destroyed, like the caches
+  return *mutex;
+}
+
+// Guarded by CacheMutex().
 std::map<int, GraphCache>& GraphCaches() {
   static auto* caches = new std::map<int, GraphCache>();
   return *caches;
@@ -213,11 +230,14 @@ absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device_index,
   const base::Settings& settings = base::CurrentSettings();
   std::vector<uint64_t> key = GraphKey(graph);
   const uint64_t hash = absl::HashOf(key);
-  GraphCache& cache = GraphCaches()[device_index];
-  if (std::shared_ptr<CachedPlan> hit = cache.Find(hash, key)) {
-    base::metrics::Add("GraphCacheHits", 1);
-    return hit;
+  {
+    std::lock_guard<std::mutex> lock(CacheMutex());
+    if (std::shared_ptr<CachedPlan> hit = GraphCaches()[device_index].Find(hash, key)) {
+      base::metrics::Add("GraphCacheHits", 1);
+      return hit;
+    }
   }
+  // Lowered unlocked: two threads may lower one graph at once; the later insert wins.
   absl::StatusOr<kernels::Plan> plan = kernels::Lower(graph, TargetOf(device));
   if (!plan.ok()) return plan.status();
   auto cached = std::make_shared<CachedPlan>();
@@ -227,7 +247,10 @@ absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device_index,
   for (const kernels::KernelSpec& spec : cached->plan.kernels) {
     cached->kernels.emplace_back(spec.launches.size(), nullptr);
   }
-  cache.Insert(cached);
+  {
+    std::lock_guard<std::mutex> lock(CacheMutex());
+    GraphCaches()[device_index].Insert(cached);
+  }
   base::metrics::Add("GraphCompiles", 1);
   if (settings.debug >= 2) {
     std::fprintf(stderr, "lazycl: graph %016llx IR:\n%s", static_cast<unsigned long long>(hash),
@@ -245,6 +268,7 @@ const std::vector<size_t>& OutputBytes(const CachedPlan& plan) { return plan.pla
 
 size_t SetGraphCacheCapacity(size_t plans) {
   LAZYCL_CHECK(plans > 0, "a graph cache holds at least one plan");
+  std::lock_guard<std::mutex> lock(CacheMutex());
   const size_t previous = GraphCache::capacity;
   GraphCache::capacity = plans;
   for (auto& [device, cache] : GraphCaches()) cache.Trim();
@@ -326,12 +350,17 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
       // A launch over nothing is not run, and its entry point is never created: creating one
       // costs a compile step at its first launch.
       if (std::find(launch.global.begin(), launch.global.end(), 0) != launch.global.end()) continue;
-      const backend::Kernel*& kernel = cached.kernels[k][l];
-      if (kernel == nullptr) {
-        absl::StatusOr<const backend::Kernel*> created =
-            device.GetKernel(spec.source, spec.options, launch.name);
-        if (!created.ok()) return created.status();
-        kernel = *created;
+      const backend::Kernel* kernel = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(cached.kernels_mu);
+        const backend::Kernel*& entry = cached.kernels[k][l];
+        if (entry == nullptr) {
+          absl::StatusOr<const backend::Kernel*> created =
+              device.GetKernel(spec.source, spec.options, launch.name);
+          if (!created.ok()) return created.status();
+          entry = *created;
+        }
+        kernel = entry;
       }
       args.erase(args.begin() + static_cast<std::ptrdiff_t>(spec.args.size()), args.end());
       for (const kernels::KernelArgSpec& a : launch.extra_args) args.push_back(arg(a));

@@ -8,7 +8,9 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <new>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -21,6 +23,7 @@
 #include "backend/host_memory.h"
 #include "base/check.h"
 #include "ir/post_order.h"
+#include "runtime/host_indexing.h"
 
 namespace lazycl::runtime {
 namespace {
@@ -181,7 +184,7 @@ std::vector<T> EvalView(const Node& node, const std::vector<T>& in) {
     const int64_t source = ViewSource(node, in_strides, index);
     LAZYCL_CHECK(source < static_cast<int64_t>(in.size()), "%s reads past its operand",
                  ir::NodeString(node).c_str());
-    out.push_back(source < 0 ? T{0} : in[source]);
+    out.push_back(source < 0 ? static_cast<T>(node.value) : in[source]);
   });
   return out;
 }
@@ -488,6 +491,31 @@ absl::StatusOr<Array> EvalMatmulNode(const Node& node, const Operands& in) {
       *in[0]);
 }
 
+// Gather and ScatterAdd (host_indexing.h), for each index dtype.
+template <typename F>
+Array WithIndex(const Array& index, F&& f) {
+  if (const auto* i32 = std::get_if<std::vector<int32_t>>(&index)) return f(*i32);
+  return f(As<int64_t>(index));
+}
+absl::StatusOr<Array> EvalGather(const Node& node, const Operands& in) {
+  return std::visit(
+      [&](const auto& x) -> Array {
+        return WithIndex(*in[1],
+                         [&](const auto& index) -> Array { return GatherOnHost(node, x, index); });
+      },
+      *in[0]);
+}
+absl::StatusOr<Array> EvalScatterAdd(const Node& node, const Operands& in) {
+  return std::visit(
+      [&](const auto& x) -> Array {
+        using T = typename std::decay_t<decltype(x)>::value_type;
+        return WithIndex(*in[1], [&](const auto& index) -> Array {
+          return ScatterAddOnHost(node, x, index, As<T>(*in[2]));
+        });
+      },
+      *in[0]);
+}
+
 // The host semantics of every op (host_eval.h states them in words).
 constexpr HostRow kHostRows[] = {
     {Op::kBuffer, &EvalBuffer},
@@ -536,6 +564,8 @@ constexpr HostRow kHostRows[] = {
     {Op::kSum, &EvalReduce<SumRule>},
     {Op::kMax, &EvalReduce<MaxRule>},
     {Op::kMatmul, &EvalMatmulNode},
+    {Op::kGather, &EvalGather},
+    {Op::kScatterAdd, &EvalScatterAdd},
     // mathops block
     {Op::kRsqrt, Scalar([](Float auto x) { return 1.0f / std::sqrt(x); })},
     {Op::kSilu, Scalar([](Float auto x) { return x / (1.0f + std::exp(-x)); })},
@@ -572,6 +602,19 @@ absl::StatusOr<std::shared_ptr<ir::Storage>> ToStorage(const Node& node, const A
 
 }  // namespace
 
+namespace {
+
+// The host could not hold the value of `node` (or its working space): ResourceExhausted naming
+// the bytes of the value, rather than a std::bad_alloc escaping lazycl.
+absl::Status HostAllocFailed(const Node& node) {
+  const int64_t bytes = ir::NumElements(node.shape) * static_cast<int64_t>(dtype_size(node.dtype));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("host out of memory (", ir::OpName(node.op), " ", dtype_name(node.dtype),
+                   ir::ShapeString(node.shape), " on the host): requested ", bytes, " bytes"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<ir::Storage>> EvaluateOnHost(const ir::NodePtr& root) {
   // Every node's value stays here until the end; the map is what keeps a shared subgraph from
   // being evaluated once per path.
@@ -579,7 +622,14 @@ absl::StatusOr<std::shared_ptr<ir::Storage>> EvaluateOnHost(const ir::NodePtr& r
   for (const Node* node : ir::PostOrder(std::span<const ir::NodePtr>(&root, 1))) {
     Operands operands;
     for (const ir::NodePtr& operand : node->operands) operands.push_back(&values.at(operand.get()));
-    absl::StatusOr<Array> value = kHostRows[static_cast<int>(node->op)].eval(*node, operands);
+    absl::StatusOr<Array> value = absl::InternalError("");
+    try {
+      value = kHostRows[static_cast<int>(node->op)].eval(*node, operands);
+    } catch (const std::bad_alloc&) {
+      return HostAllocFailed(*node);
+    } catch (const std::length_error&) {
+      return HostAllocFailed(*node);
+    }
     if (!value.ok()) return value.status();
     values.emplace(node, *std::move(value));
   }

@@ -46,6 +46,9 @@
 // Matmul [B..,M,K] @ [B..,K,N] -> [B..,M,N]: f32 multiplies and accumulates in double (k
 // ascending) and rounds once; i32/i64 wrap.
 //
+// Gather and ScatterAdd: runtime/host_indexing.h (indices clamped into range for Gather, dropped
+// when out of range for ScatterAdd; ScatterAdd adds in row-major order of src, in float).
+//
 // Size-0 dims are allowed everywhere.
 namespace lazycl::runtime {
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds lazycl with -Werror and runs the whole test suite twice: in Release, then under
-# AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer on). LAZYCL_TEST_SANITIZE=0 skips
-# the second pass. Kernel caches live in build/cache so that runs are hermetic.
+# AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer on); then the concurrency tests
+# (ctest -R threads) once more under ThreadSanitizer in build/tsan. LAZYCL_TEST_SANITIZE=0 skips
+# both sanitizer passes. Kernel caches live in build/cache so that runs are hermetic.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -20,8 +21,20 @@ run_suite() {  # name, extra cmake args...
   ctest --test-dir "$dir" --output-on-failure -j"$jobs"
 }
 
+# ThreadSanitizer over the concurrency tests only (tests/threads_test.cpp): building every test
+# under TSan would add far more than the few minutes this pass is meant to cost.
+run_tsan() {
+  local dir="build/tsan"
+  echo "== lazycl: $dir (ctest -R threads)"
+  cmake -S . -B "$dir" -DLAZYCL_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DLAZYCL_SANITIZE=thread -DLAZYCL_BUILD_BENCH=OFF -DLAZYCL_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build "$dir" -j"$jobs" --target threads_test
+  ctest --test-dir "$dir" --output-on-failure -R threads
+}
+
 run_suite release -DCMAKE_BUILD_TYPE=Release
 if [ "${LAZYCL_TEST_SANITIZE:-1}" != 0 ]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_suite asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYCL_SANITIZE=ON -DLAZYCL_BUILD_BENCH=OFF
+  run_tsan
 fi

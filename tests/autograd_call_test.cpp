@@ -2,6 +2,7 @@
 // get zeros and cost no transfer; the gradient is traced once and compiled once.
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -118,6 +119,55 @@ TEST(AutogradCallTest, NoRecordWithoutRequiresGrad) {
       call(Mlp, {reshape(x, {1, 3}), ones({3, 2}, DType::f32, Cl()), zeros({2}, DType::f32, Cl())});
   EXPECT_FALSE(out[0].requires_grad());
   EXPECT_THROW(out[1].backward(), Error);
+}
+
+}  // namespace
+}  // namespace lazycl
+
+namespace lazycl {
+namespace {
+
+// Closure conversion: a weight the traced function captures (instead of taking it as an
+// argument) gets the gradient it gets when passed explicitly.
+TEST(AutogradCallTest, CapturedTensorsGetTheGradientOfExplicitArguments) {
+  Tensor x = randn({4, 3}, 11, DType::f32, Cl()).requires_grad_();
+  Tensor w = randn({3, 5}, 12, DType::f32, Cl()).requires_grad_();              // a device leaf
+  Tensor b_host = randn({5}, 13, DType::f32, Device::host()).requires_grad_();  // uploaded
+  Tensor scale_leaf = randn({5}, 14, DType::f32, Cl()).requires_grad_();
+  Tensor scale = exp(scale_leaf);  // captured while lazy, computed from a leaf
+  Tensor unused = randn({2}, 15, DType::f32, Cl()).requires_grad_();
+
+  auto captured = [&](const std::vector<Tensor>& a) {
+    Tensor h = tanh(matmul(a[0], w) + b_host) * scale;
+    return std::vector<Tensor>{h, sum(h * h)};
+  };
+  auto explicit_args = [](const std::vector<Tensor>& a) {
+    Tensor h = tanh(matmul(a[0], a[1]) + a[2]) * a[3];
+    return std::vector<Tensor>{h, sum(h * h)};
+  };
+  for (int call_count = 0; call_count < 2; ++call_count) {  // a Function is called twice
+    SCOPED_TRACE(call_count);
+    Function f = trace(captured, {{{4, 3}, DType::f32}}, Cl());
+    std::vector<Tensor> out = f({x});
+    if (call_count == 1) out = f({x});
+    std::vector<Tensor> g = grad(out[1] + sum(out[0]), {x, w, b_host, scale_leaf});
+    std::vector<Tensor> e = call(explicit_args, {x, w, b_host, scale});
+    std::vector<Tensor> h = grad(e[1] + sum(e[0]), {x, w, b_host, scale_leaf});
+    for (int i = 0; i < 4; ++i) {
+      SCOPED_TRACE("gradient " + std::to_string(i));
+      EXPECT_EQ(g[i].device(), h[i].device());
+      ExpectNear(g[i], h[i]);
+    }
+    // A captured tensor the loss does not read is not in its graph.
+    EXPECT_THROW(grad(out[1], {unused}), Error);
+  }
+  // And with call(): the accumulated grad of the captured leaf, as backward() gives.
+  std::vector<Tensor> out = call(captured, {x});
+  out[1].backward();
+  ASSERT_TRUE(w.grad().defined());
+  Tensor w2 = randn({3, 5}, 12, DType::f32, Cl()).requires_grad_();
+  std::vector<Tensor> e2 = call(explicit_args, {x, w2, b_host.detach(), scale.detach()});
+  ExpectNear(w.grad(), grad(e2[1], {w2})[0]);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // compiled once whatever the number of steps; device memory returns to where it started.
 
 #include <cmath>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -168,6 +169,64 @@ TEST(AutogradScanTest, ReverseScanRunsLastToFirst) {
   ScanResult h =
       scan(body, {zeros({}, DType::f32, Device::host())}, {xs.to(Device::host())}, options);
   EXPECT_EQ(h.ys[0].to_vector<float>(), (std::vector<float>{321, 32, 3}));
+}
+
+}  // namespace
+}  // namespace lazycl
+
+namespace lazycl {
+namespace {
+
+// Closure conversion: a weight every step reads but the body captures (instead of taking it as
+// an xs slice) gets the sum over the steps of its gradient, as the unrolled loop gives it.
+TEST(AutogradScanTest, CapturedTensorsGetTheGradientOfTheUnrolledLoop) {
+  const int64_t steps = 5, batch = 3, d = 4;
+  Tensor h0 = randn({batch, d}, 31, DType::f32, Cl()).requires_grad_();
+  Tensor xs = randn({steps, batch, d}, 32, DType::f32, Cl()).requires_grad_();
+  Tensor w = (randn({d, d}, 33, DType::f32, Cl()) * 0.5).detach().requires_grad_();
+  Tensor b_host = randn({d}, 34, DType::f32, Device::host()).requires_grad_();
+  Tensor gain_leaf = randn({d}, 35, DType::f32, Cl()).requires_grad_();
+  Tensor gain = sigmoid(gain_leaf);  // captured while lazy
+  auto step = [&](const Tensor& h, const Tensor& x) {
+    Tensor next = tanh(matmul(h, w) + x + b_host) * gain;
+    return std::make_pair(next, sum(next * next, {1}));
+  };
+  ScanResult r = scan(
+      [&](const std::vector<Tensor>& c, const std::vector<Tensor>& x) {
+        auto [next, y] = step(c[0], x[0]);
+        return std::make_pair(std::vector<Tensor>{next}, std::vector<Tensor>{y});
+      },
+      {h0}, {xs});
+  std::vector<Tensor> g = grad(sum(r.carry[0]) + sum(r.ys[0]), {h0, xs, w, b_host, gain_leaf});
+
+  Tensor h = h0;
+  Tensor loss;
+  for (int64_t t = 0; t < steps; ++t) {
+    auto [next, y] = step(h, squeeze(slice(xs, 0, t, t + 1), 0));
+    loss = loss.defined() ? loss + sum(y) : sum(y);
+    h = next;
+  }
+  loss = loss + sum(h);
+  std::vector<Tensor> want = grad(loss, {h0, xs, w, b_host, gain_leaf});
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE("gradient " + std::to_string(i));
+    EXPECT_EQ(g[i].device(), want[i].device());
+    ExpectNear(g[i], want[i], 1e-4);
+  }
+
+  // Only a captured tensor requires grad: the scan still records.
+  Tensor h0_plain = h0.detach();
+  Tensor xs_plain = xs.detach();
+  ScanResult r2 = scan(
+      [&](const std::vector<Tensor>& c, const std::vector<Tensor>& x) {
+        return std::make_pair(std::vector<Tensor>{tanh(matmul(c[0], w) + x[0])},
+                              std::vector<Tensor>{});
+      },
+      {h0_plain}, {xs_plain});
+  Tensor h2 = h0_plain;
+  for (int64_t t = 0; t < steps; ++t)
+    h2 = tanh(matmul(h2, w) + squeeze(slice(xs_plain, 0, t, t + 1), 0));
+  ExpectNear(grad(sum(r2.carry[0]), {w})[0], grad(sum(h2), {w})[0], 1e-4);
 }
 
 }  // namespace

@@ -361,16 +361,16 @@ TEST(OpTablesTest, CompositesKeepTheSemanticsOfTheOpsTheyReplace) {
     Tensor l = tensor(std::vector<int64_t>{kMin64, -3}, {2}, d);
     EXPECT_EQ(neg(l).to_vector<int64_t>(), (std::vector<int64_t>{kMin64, 3})) << on;
 
-    // Bool: sub computes in i32; neg and relu are errors, with the messages they had.
+    // Bool: sub computes in i32; neg and relu are errors, naming the op as the user called it.
     Tensor b = tensor_bool({0, 1}, {2}, d);
     EXPECT_EQ(sub(b, b).dtype(), DType::i32);
     EXPECT_EQ(sub(b, tensor_bool({1, 0}, {2}, d)).to_vector<int32_t>(),
               (std::vector<int32_t>{-1, 1}));
     EXPECT_TRUE(Has(ErrorOf([&] { neg(b); }),
-                    "Neg: not defined for bool tensors; cast to an integer or float dtype first"))
+                    "neg: not defined for bool tensors; cast to an integer or float dtype first"))
         << ErrorOf([&] { neg(b); });
     EXPECT_TRUE(Has(ErrorOf([&] { relu(b); }),
-                    "Relu: not defined for bool tensors; cast to an integer or float dtype first"))
+                    "relu: not defined for bool tensors; cast to an integer or float dtype first"))
         << ErrorOf([&] { relu(b); });
   }
 }

@@ -989,13 +989,22 @@ TEST(OpsTest, RowKernelsMatchHost) {
 }
 
 // Constants out of an integer dtype's range saturate like a cast from double (host_eval.h).
+// full() saturates a value its integer dtype cannot hold (as a cast does).
 TEST(OpsTest, OutOfRangeIntegerConstantsSaturate) {
   for (DType t : {DType::i32, DType::i64}) {
     for (double v : {3e9, -3e9, 5e9, 1e19, -1e19, 1e30, 2147483647.0, -2147483648.0}) {
       SCOPED_TRACE(std::string("full ") + dtype_name(t) + " " + std::to_string(v));
       EXPECT_TRUE(Matches(full({3}, v, t, Host()), full({3}, v, t, Cl()), kExact, nullptr));
+      // An operator's scalar that the integer dtype cannot hold is an error (as in PyTorch),
+      // not a saturated or wrapped value.
       Tensor h = cast(tensor(std::vector<int32_t>{-2, 0, 7}, {3}, Host()), t);
-      EXPECT_TRUE(Matches(h + v, h.to(Cl()) + v, kExact, nullptr));
+      const double hi = t == DType::i32 ? 2147483647.0 : 9223372036854775807.0;
+      if (v >= -hi - 1 && v <= hi) {
+        EXPECT_TRUE(Matches(h + v, h.to(Cl()) + v, kExact, nullptr));
+      } else {
+        EXPECT_THROW(h + v, Error);
+        EXPECT_THROW(h.to(Cl()) + v, Error);
+      }
     }
     SCOPED_TRACE(std::string("full NaN ") + dtype_name(t));
     EXPECT_TRUE(Matches(full({3}, kNaN, t, Host()), full({3}, kNaN, t, Cl()), kExact, nullptr));

@@ -374,8 +374,10 @@ TEST_F(TraceTest, ExceptionInTracedFunctionSurfaces) {
   try {
     trace(bad, {{{4}, DType::f32}}, kCl);
     ADD_FAILURE() << "no throw";
-  } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), "boom from the traced body");
+  } catch (const Error& e) {
+    // Wrapped in a lazycl::Error that names the traced function and keeps the body's message.
+    EXPECT_EQ(std::string(e.what()),
+              "trace: the traced function threw std::runtime_error: boom from the traced body");
   }
   // An op error inside the body is a lazycl::Error.
   EXPECT_THROW(call([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] + a[1]}; },

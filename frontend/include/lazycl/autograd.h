@@ -13,8 +13,9 @@
 // broadcasting (reduced back to the operand's shape), Function calls (trace/call) and scan.
 // Not differentiable: comparisons, casts from or to integers, where's condition; they carry no
 // gradient. max() splits the gradient evenly between tied maxima, maximum()/minimum() split it
-// evenly between equal operands; relu and abs have gradient 0 at 0. Gradients of tensors that a
-// traced function or scan body captures (rather than takes as an argument) are not computed.
+// evenly between equal operands; relu and abs have gradient 0 at 0. Tensors that a traced
+// function or a scan body captures (reads without taking them as arguments) get their gradient
+// as arguments do (for a scan: summed over the steps).
 // Gradient graphs do not record: no higher-order gradients.
 namespace lazycl {
 

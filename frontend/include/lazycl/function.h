@@ -46,6 +46,8 @@ class Function {
 
 // Runs `fn` once on placeholders of `args` on `device` (an OpenCL device). Moves no bytes and
 // allocates nothing (TraceTransferBytes stays 0) unless `fn` itself mixes in host tensors.
+// Tensors `fn` captures (reads without taking them as arguments) that require grad get their
+// gradients through every call, as if they were arguments.
 Function trace(Fn fn, std::vector<TensorSpec> args, Device device);
 
 // trace(fn, specs of args) on the device of the arguments (the first OpenCL one; the default
@@ -79,7 +81,8 @@ struct ScanOptions {
 // the per-step carries, which the forward saves in one stacked buffer per carry when init or xs
 // require grad; its body is the VJP of the traced body (intermediate values inside a step are
 // recomputed), traced once and compiled once whatever the number of steps. Tensors the body
-// captures get no gradient. On the host the loop's own ops record as usual.
+// captures get their gradient too, summed over the steps. On the host the loop's own ops
+// record as usual.
 ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs,
                 ScanOptions options = {});
 

@@ -10,5 +10,6 @@
 #include "lazycl/function.h"
 #include "lazycl/memory.h"
 #include "lazycl/metrics.h"
+#include "lazycl/nn.h"
 #include "lazycl/ops.h"
 #include "lazycl/tensor.h"

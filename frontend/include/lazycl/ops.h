@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "lazycl/dtype.h"
+#include "lazycl/indexing.h"
 #include "lazycl/tensor.h"
 
 // Tensor operations. Binary ops broadcast as NumPy does and promote dtypes bool < i32 < i64 <

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+
+#include "lazycl/tensor.h"
+
+// Indexing by integer tensors. Index tensors ("index", "ids") are i32 or i64; any other dtype is
+// a lazycl::Error. Negative dims count from the end.
+//
+// Out-of-range indices follow JAX's documented defaults for retrieval and update, never reading
+// or writing outside a buffer, with the same values on the host and on every device:
+// - gather, take_along_dim, index_select (and nn::embedding) clamp every index into
+//   [0, size - 1] of the indexed dim: an index >= size reads the last element, and a negative
+//   index reads the first (it is clamped too, not counted from the end as Python's -1 would be;
+//   jnp's NumPy-style functions wrap -1, lax.gather's "clip" mode clamps as we do). Gathering
+//   from an empty dim is an error unless no element is gathered.
+// - scatter_add drops every update whose index is outside [0, size) (negative ones included),
+//   as JAX's scatter does by default ("fill or drop").
+// Gradients: the index gets none; x's gradient of gather/index_select is a scatter_add of the
+// cotangent into zeros, and scatter_add sends x the cotangent and src the cotangent gathered at
+// the index (zero where the update was dropped). scatter_add is deterministic: the same bits on
+// every run and device, each output element adding its updates in ascending index position.
+namespace lazycl {
+
+// torch.gather / jnp.take_along_axis: index has x's rank and the result index's shape;
+// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1. As in PyTorch, index's dims other than
+// `dim` must be at most x's (no broadcasting): a smaller index reads the leading part of x.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// The same op under PyTorch's other name (index of x's rank; no broadcasting).
+Tensor take_along_dim(const Tensor& x, const Tensor& index, int64_t dim);
+
+// torch.index_select: `ids` is 1-D; the result is x with its dim `dim` replaced by ids' length,
+// slice i being x's slice ids[i].
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& ids);
+
+// torch.scatter_add (out of place): x with every src[j..] added at x[j.. with j_dim =
+// index[j..]]. index, src and x have one rank; index's dims are at most src's, and at most x's
+// outside `dim` (only the leading index-shaped part of src is read). x and src must have one
+// numeric dtype (f32, i32 or i64). Integer sums wrap.
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+
+// PyTorch's one_hot: integer ids -> i64 tensor of shape ids.shape + [classes], 1 where the
+// last coordinate equals the id. An id outside [0, classes) gives a row of zeros (as
+// jax.nn.one_hot; PyTorch raises). classes must be >= 0 (no inference from the data).
+Tensor one_hot(const Tensor& ids, int64_t classes);
+
+}  // namespace lazycl

@@ -1,0 +1,133 @@
+// lazycl-fuzz's gradient check (graph.h, CheckGradients).
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fuzz/graph.h"
+
+namespace lazycl::fuzz {
+namespace {
+
+// Whether the step's maths is smooth everywhere (finite differences can check it).
+bool Smooth(const Step& s) {
+  switch (s.kind) {
+    case Kind::kUnary:
+      return s.which == 0 || s.which == 1 || s.which == 4 || s.which == 5 || s.which >= 8;
+    case Kind::kBinary:
+      return s.which <= 2;
+    case Kind::kCompare:
+    case Kind::kWhere:
+      return false;
+    case Kind::kReduce:
+      return s.which != 2;
+    default:
+      return true;
+  }
+}
+
+// The steps the last one reads, directly or not (itself included); with `only_gradients`, those
+// its gradient reaches: through f32 values only, and not through a comparison, a where's
+// condition or an index (grad() says a tensor reached only through those is not in the graph
+// of the loss).
+std::vector<bool> Reached(const Graph& g, bool only_gradients) {
+  std::vector<bool> reached(g.size(), false);
+  reached.back() = !only_gradients || g.back().dtype == DType::f32;
+  for (size_t i = g.size(); i-- > 0;) {
+    const Step& s = g[i];
+    if (!reached[i] || (only_gradients && s.kind == Kind::kCompare)) continue;
+    for (int o : Operands(s)) {
+      const bool index = (s.kind == Kind::kWhere && o == s.a) ||
+                         ((s.kind == Kind::kGather || s.kind == Kind::kIndexSelect ||
+                           s.kind == Kind::kScatterAdd) &&
+                          o == s.b);
+      if (!only_gradients || (!index && g[static_cast<size_t>(o)].dtype == DType::f32)) {
+        reached[static_cast<size_t>(o)] = true;
+      }
+    }
+  }
+  return reached;
+}
+
+}  // namespace
+
+std::string CheckGradients(const Graph& g, uint64_t data_seed, int palette, Device device,
+                           int* checked) {
+  if (g.back().dtype != DType::f32 || g.back().kind == Kind::kInput) return "";
+  const std::vector<bool> reached = Reached(g, /*only_gradients=*/true);
+  const std::vector<bool> read = Reached(g, /*only_gradients=*/false);
+  std::vector<int> wrt;
+  bool smooth = true;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (read[i]) smooth = smooth && Smooth(g[i]);
+    if (reached[i] && g[i].kind == Kind::kInput && g[i].dtype == DType::f32) {
+      wrt.push_back(static_cast<int>(i));
+    }
+  }
+  if (wrt.empty()) return "";
+  const std::vector<int64_t> out_shape = Concrete(g.back().shape, palette);
+  const uint64_t ct_seed = data_seed * 7919 + 17;
+
+  // loss and d loss / d wrt on `d`, with inputs made leaves that require grad.
+  auto run = [&](Device d, std::vector<Tensor>* grads) {
+    std::vector<Tensor> leaves;
+    const std::vector<Tensor> v =
+        Interpret(g, data_seed, palette, d, [&](int /*step*/, const Tensor& input) {
+          if (input.dtype() != DType::f32) return input;
+          Tensor leaf = (d.is_host() ? input : input.to(d)).detach().requires_grad_();
+          return leaf;
+        });
+    for (int i : wrt) leaves.push_back(v[static_cast<size_t>(i)]);
+    const Tensor ct = randn(out_shape, ct_seed, DType::f32, d);
+    const Tensor loss = sum(v.back() * ct);
+    *grads = grad(loss, leaves);
+    return loss;
+  };
+  std::vector<Tensor> host_grads, dev_grads;
+  try {
+    run(Device::host(), &host_grads);
+    run(device, &dev_grads);
+  } catch (const Error& e) {
+    return std::string("grad threw: ") + e.what();
+  }
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    const std::string bad = Mismatch(host_grads[k], dev_grads[k]);
+    ++*checked;
+    if (!bad.empty()) return "d loss / d %" + std::to_string(wrt[k]) + ", device vs host: " + bad;
+  }
+  if (!smooth) return "";
+
+  // Central differences on the host at up to 3 elements of each input.
+  std::mt19937_64 rng(data_seed);
+  constexpr double kEps = 1e-2;
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    const std::vector<float> g_host = host_grads[k].to_vector<float>();
+    if (g_host.empty()) continue;
+    for (int trial = 0; trial < 3; ++trial) {
+      const size_t e = std::uniform_int_distribution<size_t>(0, g_host.size() - 1)(rng);
+      auto loss_at = [&](double delta) {
+        const std::vector<Tensor> v =
+            Interpret(g, data_seed, palette, Device::host(), [&](int step, const Tensor& input) {
+              if (step != wrt[k]) return input;
+              std::vector<float> x = input.to_vector<float>();
+              x[e] = static_cast<float>(x[e] + delta);
+              return tensor(std::move(x), input.shape(), Device::host());
+            });
+        const Tensor ct = randn(out_shape, ct_seed, DType::f32, Device::host());
+        return static_cast<double>(sum(v.back() * ct).item<float>());
+      };
+      const double fd = (loss_at(kEps) - loss_at(-kEps)) / (2 * kEps);
+      ++*checked;
+      if (!(std::fabs(fd - g_host[e]) <= 3e-2 * (1 + std::fabs(fd)))) {
+        std::ostringstream o;
+        o << "d loss / d %" << wrt[k] << "[" << e << "]: grad " << g_host[e]
+          << ", finite differences " << fd;
+        return o.str();
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace lazycl::fuzz

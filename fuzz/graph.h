@@ -1,0 +1,107 @@
+#pragma once
+
+// lazycl-fuzz's random graphs: an op list over symbolic shapes, run through the public API on
+// the host and on a device and compared.
+//
+// PoCL compiles each distinct kernel in ~0.4 s cold, so a graph's structure is run over several
+// size palettes before the next structure: shapes are symbolic (a dim is 0, 1, A or B, or a
+// product of them), and each palette gives A and B other values (always >= 2, A != B) with the
+// same 0/1 pattern. Sizes reach kernels as arguments, so the palettes of one structure mostly
+// reuse its programs and cost only their run time.
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lazycl/lazycl.h"
+
+namespace lazycl::fuzz {
+
+inline constexpr int kPalettes = 8;
+inline constexpr std::array<int64_t, kPalettes> kA = {3, 2, 5, 4, 7, 2, 9, 3};
+inline constexpr std::array<int64_t, kPalettes> kB = {4, 5, 3, 2, 3, 6, 4, 17};
+
+using Dim = std::array<int64_t, kPalettes>;  // the size of one dim in each palette
+using SymShape = std::vector<Dim>;
+
+std::vector<int64_t> Concrete(const SymShape& s, int palette);
+
+enum class Kind {
+  kInput,        // shape, dtype
+  kUnary,        // a, which
+  kBinary,       // a, b, which
+  kScalar,       // a, which, scalar
+  kCompare,      // a, b, which
+  kWhere,        // a (bool), b, c
+  kReduce,       // a, which, dims, keepdim
+  kTranspose,    // a, dims[0], dims[1]
+  kPermute,      // a, dims
+  kSlice,        // a, dims[0] = dim, dims[1] = start, dims[2] = end
+  kFlatten,      // a
+  kUnsqueeze,    // a, dims[0]
+  kBroadcast,    // a, shape
+  kCat,          // a, b, dims[0]
+  kSoftmax,      // a, dims[0], which (0 softmax, 1 log_softmax)
+  kMatmul,       // a, b
+  kGather,       // a, dims[0], b (i32 index)
+  kIndexSelect,  // a, dims[0], b (i32 ids, 1-D)
+  kScatterAdd,   // a, dims[0], b (i32 index), c (src)
+};
+
+struct Step {
+  explicit Step(Kind k) : kind(k) {}
+  Kind kind;
+  int a = -1, b = -1, c = -1;
+  int which = 0;
+  std::vector<int64_t> dims;
+  bool keepdim = false;
+  double scalar = 0;
+  SymShape shape;  // kInput, kBroadcast; and the result's shape, for printing
+  DType dtype = DType::f32;
+  int input_id = 0;  // kInput: which data it holds (its index when generated; kept by Shrink)
+};
+
+using Graph = std::vector<Step>;
+
+// The random op list of one structure seed: 1-3 inputs and 1-`max_ops` ops.
+Graph Generate(uint64_t structure_seed, int max_ops);
+
+// "%3 = add %1 %2 -> f32[3/2/5,1/1/1]"
+std::string StepString(const Step& step, int index);
+std::string GraphString(const Graph& graph);
+
+// The operands a step reads (indices of earlier steps).
+std::vector<int> Operands(const Step& step);
+
+// Every value of the graph for `palette`, on `device`: inputs are made on the host from
+// `data_seed`, passed through `hook` (when set: hook(step index, host tensor) returns the tensor
+// to use) and copied. Throws what the library throws.
+using InputHook = std::function<Tensor(int step, const Tensor& input)>;
+std::vector<Tensor> Interpret(const Graph& graph, uint64_t data_seed, int palette, Device device,
+                              const InputHook& hook = {});
+
+// The gradient check of one graph whose last value is f32: loss = sum(last * c) for a random c;
+// d loss / d every f32 input the loss reads, by `grad` on the host and on `device`, must agree
+// (Mismatch's tolerance); when the graph has only smooth ops (no compare, where, max, abs, relu,
+// minimum or maximum), the host's gradient must also agree with central finite differences at a
+// few elements (eps 1e-2, within 3e-2 (1 + |g|): f32 differences over chains of up to 40 ops).
+// "" when they agree or nothing is differentiable; `checked` counts the gradients compared.
+std::string CheckGradients(const Graph& graph, uint64_t data_seed, int palette, Device device,
+                           int* checked);
+
+// "" when `got` matches `want` (the host's value), else what differs. Floats within
+// 1e-4 * max(|want|, 1) + 1e-5 (chains of up to 40 f32 ops with reductions round more than one
+// op; ops_test checks single ops at 1e-5); integers and bools exactly.
+std::string Mismatch(const Tensor& want, const Tensor& got);
+
+// The graph as a C++ program against the public API that prints host and device values of the
+// last step (the reproducer printed for a failing graph).
+std::string CppReproducer(const Graph& graph, uint64_t data_seed, int palette);
+
+// A smaller graph for which `fails` still holds (it holds for `graph`): later steps cut, ops
+// bypassed (their uses read an operand of the same shape and dtype instead) and unused steps
+// removed, greedily, calling `fails` at most `budget` times.
+Graph Shrink(Graph graph, const std::function<bool(const Graph&)>& fails, int budget = 200);
+
+}  // namespace lazycl::fuzz

@@ -1,0 +1,215 @@
+// Runs lazycl-fuzz's op lists through the public API (graph.h).
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fuzz/graph.h"
+
+namespace lazycl::fuzz {
+
+std::vector<int64_t> Concrete(const SymShape& s, int palette) {
+  std::vector<int64_t> out;
+  for (const Dim& d : s) out.push_back(d[static_cast<size_t>(palette)]);
+  return out;
+}
+
+namespace {
+
+// Input values of step `i` on palette p: small, so that chains of ops stay finite.
+Tensor InputValues(const Step& s, uint64_t seed, int p) {
+  const std::vector<int64_t> shape = Concrete(s.shape, p);
+  const Device host = Device::host();
+  switch (s.dtype) {
+    case DType::boolean:
+      return lt(rand(shape, seed, 0, 1, DType::f32, host), full({}, 0.5, DType::f32, host));
+    case DType::i32:
+      return cast(rand(shape, seed, -6, 6, DType::f32, host), DType::i32);
+    default:
+      return randn(shape, seed, DType::f32, host);
+  }
+}
+
+Tensor Apply(const Step& s, const std::vector<Tensor>& v) {
+  const Tensor& a = s.a >= 0 ? v[s.a] : v[0];
+  switch (s.kind) {
+    case Kind::kInput:
+      return Tensor();
+    case Kind::kUnary:
+      switch (s.which) {
+        case 0:
+          return neg(a);
+        case 1:
+          return exp(tanh(a));
+        case 2:
+          return log(abs(a) + 1.0);
+        case 3:
+          return sqrt(abs(a));
+        case 4:
+          return tanh(a);
+        case 5:
+          return sigmoid(a);
+        case 6:
+          return relu(a);
+        case 7:
+          return abs(a);
+        case 8:
+          return sin(a);
+        case 9:
+          return cos(a);
+        default:
+          return erf(a);
+      }
+    case Kind::kBinary: {
+      const Tensor& b = v[s.b];
+      switch (s.which) {
+        case 0:
+          return a + b;
+        case 1:
+          return a - b;
+        case 2:
+          return a * b;
+        case 3:
+          // Keep denominators away from 0.
+          return a / (abs(b) + 0.5);
+        case 4:
+          return maximum(a, b);
+        case 5:
+          return minimum(a, b);
+        default:
+          return pow(abs(a) + 0.5, tanh(b));
+      }
+    }
+    case Kind::kScalar:
+      switch (s.which) {
+        case 0:
+          return a + s.scalar;
+        case 1:
+          return s.scalar - a;
+        case 2:
+          return s.scalar * a;
+        default:
+          return a / s.scalar;
+      }
+    case Kind::kCompare: {
+      const Tensor& b = v[s.b];
+      switch (s.which) {
+        case 0:
+          return lt(a, b);
+        case 1:
+          return le(a, b);
+        case 2:
+          return gt(a, b);
+        case 3:
+          return ge(a, b);
+        case 4:
+          return eq(a, b);
+        default:
+          return ne(a, b);
+      }
+    }
+    case Kind::kWhere:
+      return where(a, v[s.b], v[s.c]);
+    case Kind::kReduce:
+      if (s.which == 0) return sum(a, s.dims, s.keepdim);
+      if (s.which == 1) return mean(a, s.dims, s.keepdim);
+      return max(a, s.dims, s.keepdim);
+    case Kind::kTranspose:
+      return transpose(a, s.dims[0], s.dims[1]);
+    case Kind::kPermute:
+      return permute(a, s.dims);
+    case Kind::kSlice:
+      return slice(a, s.dims[0], s.dims[1], s.dims[2]);
+    case Kind::kFlatten:
+      return reshape(a, {-1});
+    case Kind::kUnsqueeze:
+      return unsqueeze(a, s.dims[0]);
+    case Kind::kBroadcast:
+      return Tensor();  // needs the palette: see Interpret
+    case Kind::kCat:
+      return cat({a, v[s.b]}, s.dims[0]);
+    case Kind::kSoftmax:
+      return s.which ? log_softmax(a, s.dims[0]) : softmax(a, s.dims[0]);
+    case Kind::kMatmul:
+      return matmul(a, v[s.b]);
+    case Kind::kGather:
+      return gather(a, s.dims[0], v[s.b]);
+    case Kind::kIndexSelect:
+      return index_select(a, s.dims[0], v[s.b]);
+    case Kind::kScatterAdd:
+      return scatter_add(a, s.dims[0], v[s.b], v[s.c]);
+  }
+  return Tensor();
+}
+
+}  // namespace
+
+std::vector<Tensor> Interpret(const Graph& steps, uint64_t seed, int p, Device device,
+                              const InputHook& hook) {
+  std::vector<Tensor> v;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    if (s.kind == Kind::kInput) {
+      Tensor h = InputValues(s, seed * 1000 + static_cast<uint64_t>(s.input_id), p);
+      if (hook) h = hook(static_cast<int>(i), h);
+      v.push_back(device.is_host() ? h : h.to(device));
+    } else if (s.kind == Kind::kBroadcast) {
+      v.push_back(broadcast_to(v[s.a], Concrete(s.shape, p)));
+    } else {
+      v.push_back(Apply(s, v));
+    }
+  }
+  return v;
+}
+
+std::string Mismatch(const Tensor& want, const Tensor& got) {
+  if (want.shape() != got.shape() || want.dtype() != got.dtype()) {
+    return std::string("shape or dtype differ: host ") + want.str() + ", device " + got.str();
+  }
+  std::ostringstream bad;
+  int count = 0;
+  auto report = [&](size_t i, double w, double g) {
+    if (count++ < 5) bad << " [" << i << "] host " << w << " device " << g << ";";
+  };
+  switch (want.dtype()) {
+    case DType::f32: {
+      const std::vector<float> w = want.to_vector<float>();
+      const std::vector<float> g = got.to_vector<float>();
+      for (size_t i = 0; i < w.size(); ++i) {
+        const bool ok = w[i] == g[i] || (std::isnan(w[i]) && std::isnan(g[i])) ||
+                        std::fabs(w[i] - g[i]) <= 1e-4 * std::max(1.0f, std::fabs(w[i])) + 1e-5;
+        if (!ok) report(i, w[i], g[i]);
+      }
+      break;
+    }
+    case DType::i32: {
+      const std::vector<int32_t> w = want.to_vector<int32_t>();
+      const std::vector<int32_t> g = got.to_vector<int32_t>();
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (w[i] != g[i]) report(i, w[i], g[i]);
+      }
+      break;
+    }
+    case DType::i64: {
+      const std::vector<int64_t> w = want.to_vector<int64_t>();
+      const std::vector<int64_t> g = got.to_vector<int64_t>();
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (w[i] != g[i]) report(i, static_cast<double>(w[i]), static_cast<double>(g[i]));
+      }
+      break;
+    }
+    case DType::boolean: {
+      const std::vector<uint8_t> w = want.to_vector<uint8_t>();
+      const std::vector<uint8_t> g = got.to_vector<uint8_t>();
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (w[i] != g[i]) report(i, w[i], g[i]);
+      }
+      break;
+    }
+  }
+  if (count == 0) return "";
+  return std::to_string(count) + " elements differ:" + bad.str();
+}
+
+}  // namespace lazycl::fuzz

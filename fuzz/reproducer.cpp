@@ -1,0 +1,153 @@
+// A failing graph as a C++ program (graph.h, CppReproducer): the same calls Interpret makes,
+// written out, so that a report can be pasted into a test.
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fuzz/graph.h"
+
+namespace lazycl::fuzz {
+namespace {
+
+std::string Ints(const std::vector<int64_t>& v) {
+  std::string out = "{";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "}";
+}
+
+std::string Num(double v) {
+  std::ostringstream o;
+  o.precision(17);
+  o << v;
+  std::string s = o.str();
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string V(int i) { return "v" + std::to_string(i); }
+
+std::string Expr(const Step& s, uint64_t seed, int palette) {
+  const std::string a = s.a >= 0 ? V(s.a) : "";
+  const std::string b = s.b >= 0 ? V(s.b) : "";
+  switch (s.kind) {
+    case Kind::kInput: {
+      const std::string shape = Ints(Concrete(s.shape, palette));
+      const std::string input_seed =
+          std::to_string(seed * 1000 + static_cast<uint64_t>(s.input_id));
+      if (s.dtype == DType::boolean) {
+        return "lt(rand(" + shape + ", " + input_seed +
+               ", 0, 1, DType::f32, host), full({}, 0.5, DType::f32, host)).to(dev)";
+      }
+      if (s.dtype == DType::i32) {
+        return "cast(rand(" + shape + ", " + input_seed + ", -6, 6, DType::f32, host), " +
+               "DType::i32).to(dev)";
+      }
+      return "randn(" + shape + ", " + input_seed + ", DType::f32, host).to(dev)";
+    }
+    case Kind::kUnary: {
+      static const char* forms[] = {"neg(%)",       "exp(tanh(%))", "log(abs(%) + 1.0)",
+                                    "sqrt(abs(%))", "tanh(%)",      "sigmoid(%)",
+                                    "relu(%)",      "abs(%)",       "sin(%)",
+                                    "cos(%)",       "erf(%)"};
+      std::string f = forms[s.which];
+      return f.replace(f.find('%'), 1, a);
+    }
+    case Kind::kBinary: {
+      switch (s.which) {
+        case 0:
+          return a + " + " + b;
+        case 1:
+          return a + " - " + b;
+        case 2:
+          return a + " * " + b;
+        case 3:
+          return a + " / (abs(" + b + ") + 0.5)";
+        case 4:
+          return "maximum(" + a + ", " + b + ")";
+        case 5:
+          return "minimum(" + a + ", " + b + ")";
+        default:
+          return "pow(abs(" + a + ") + 0.5, tanh(" + b + "))";
+      }
+    }
+    case Kind::kScalar: {
+      const std::string c = Num(s.scalar);
+      switch (s.which) {
+        case 0:
+          return a + " + " + c;
+        case 1:
+          return c + " - " + a;
+        case 2:
+          return c + " * " + a;
+        default:
+          return a + " / " + c;
+      }
+    }
+    case Kind::kCompare: {
+      static const char* names[] = {"lt", "le", "gt", "ge", "eq", "ne"};
+      return std::string(names[s.which]) + "(" + a + ", " + b + ")";
+    }
+    case Kind::kWhere:
+      return "where(" + a + ", " + b + ", " + V(s.c) + ")";
+    case Kind::kReduce: {
+      static const char* names[] = {"sum", "mean", "max"};
+      return std::string(names[s.which]) + "(" + a + ", " + Ints(s.dims) + ", " +
+             (s.keepdim ? "true" : "false") + ")";
+    }
+    case Kind::kTranspose:
+      return "transpose(" + a + ", " + std::to_string(s.dims[0]) + ", " +
+             std::to_string(s.dims[1]) + ")";
+    case Kind::kPermute:
+      return "permute(" + a + ", " + Ints(s.dims) + ")";
+    case Kind::kSlice:
+      return "slice(" + a + ", " + std::to_string(s.dims[0]) + ", " + std::to_string(s.dims[1]) +
+             ", " + std::to_string(s.dims[2]) + ")";
+    case Kind::kFlatten:
+      return "reshape(" + a + ", {-1})";
+    case Kind::kUnsqueeze:
+      return "unsqueeze(" + a + ", " + std::to_string(s.dims[0]) + ")";
+    case Kind::kBroadcast:
+      return "broadcast_to(" + a + ", " + Ints(Concrete(s.shape, palette)) + ")";
+    case Kind::kCat:
+      return "cat({" + a + ", " + b + "}, " + std::to_string(s.dims[0]) + ")";
+    case Kind::kSoftmax:
+      return std::string(s.which ? "log_softmax(" : "softmax(") + a + ", " +
+             std::to_string(s.dims[0]) + ")";
+    case Kind::kMatmul:
+      return "matmul(" + a + ", " + b + ")";
+    case Kind::kGather:
+      return "gather(" + a + ", " + std::to_string(s.dims[0]) + ", " + b + ")";
+    case Kind::kIndexSelect:
+      return "index_select(" + a + ", " + std::to_string(s.dims[0]) + ", " + b + ")";
+    case Kind::kScatterAdd:
+      return "scatter_add(" + a + ", " + std::to_string(s.dims[0]) + ", " + b + ", " + V(s.c) + ")";
+  }
+  return "Tensor()";
+}
+
+}  // namespace
+
+std::string CppReproducer(const Graph& graph, uint64_t data_seed, int palette) {
+  std::ostringstream o;
+  o << "// lazycl-fuzz reproducer: build against the installed lazycl and run; it prints the\n"
+       "// last value computed on the host and on the device.\n"
+       "#include <iostream>\n#include \"lazycl/lazycl.h\"\n\n"
+       "int main() {\n  using namespace lazycl;\n";
+  for (const char* d : {"host", "dev"}) {
+    o << "  {\n    const Device host = Device::host();\n"
+      << "    const Device dev = " << (std::string(d) == "host" ? "host" : "Device::opencl()")
+      << ";\n";
+    for (size_t i = 0; i < graph.size(); ++i) {
+      o << "    Tensor " << V(static_cast<int>(i)) << " = " << Expr(graph[i], data_seed, palette)
+        << ";\n";
+    }
+    o << "    std::cout << \"" << d << ":\";\n"
+      << "    for (float x : cast(" << V(static_cast<int>(graph.size()) - 1)
+      << ", DType::f32).to_vector<float>()) std::cout << ' ' << x;\n"
+      << "    std::cout << '\\n';\n  }\n";
+  }
+  o << "}\n";
+  return o.str();
+}
+
+}  // namespace lazycl::fuzz

@@ -1,0 +1,89 @@
+// lazycl-fuzz's own machinery (fuzz/graph.h): the generator makes valid, reproducible graphs;
+// the shrinker keeps a failure while it removes what does not cause it; the reproducer is the
+// graph's calls. (The fuzzing itself is the CTest tests lazycl_fuzz_cpu and lazycl_fuzz_gpu.)
+#include <string>
+
+#include "fuzz/graph.h"
+#include "gtest/gtest.h"
+
+namespace lazycl::fuzz {
+namespace {
+
+bool HasKind(const Graph& g, Kind kind) {
+  for (const Step& s : g) {
+    if (s.kind == kind) return true;
+  }
+  return false;
+}
+
+// Every operand is an earlier step.
+void ExpectWellFormed(const Graph& g) {
+  for (size_t i = 0; i < g.size(); ++i) {
+    for (int o : Operands(g[i])) {
+      EXPECT_GE(o, 0);
+      EXPECT_LT(o, static_cast<int>(i)) << GraphString(g);
+    }
+  }
+}
+
+TEST(FuzzGraphTest, SameSeedSameGraphAndEveryGraphRunsOnTheHost) {
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    const Graph g = Generate(seed, 40);
+    EXPECT_EQ(GraphString(g), GraphString(Generate(seed, 40)));
+    ExpectWellFormed(g);
+    for (int palette : {0, kPalettes - 1}) {
+      std::vector<Tensor> values;
+      ASSERT_NO_THROW(values = Interpret(g, seed, palette, Device::host())) << GraphString(g);
+      ASSERT_EQ(values.size(), g.size());
+      EXPECT_EQ(values.back().shape(), Concrete(g.back().shape, palette)) << GraphString(g);
+      EXPECT_EQ(values.back().dtype(), g.back().dtype) << GraphString(g);
+    }
+  }
+}
+
+TEST(FuzzGraphTest, ShrinkKeepsTheFailureAndDropsTheRest) {
+  // A "failure" that a matmul causes: the shrinker must keep one and may drop everything else.
+  uint64_t seed = 0;
+  Graph g;
+  for (; seed < 1000; ++seed) {
+    g = Generate(seed, 40);
+    if (HasKind(g, Kind::kMatmul) && g.size() > 12) break;
+  }
+  ASSERT_LT(seed, 1000u) << "no generated graph with a matmul and more than 12 steps";
+  int calls = 0;
+  const Graph small = Shrink(g, [&](const Graph& c) {
+    ++calls;
+    return HasKind(c, Kind::kMatmul);
+  });
+  EXPECT_TRUE(HasKind(small, Kind::kMatmul)) << GraphString(small);
+  EXPECT_LT(small.size(), g.size());
+  EXPECT_LE(small.size(), 6u) << "from\n" << GraphString(g) << "to\n" << GraphString(small);
+  EXPECT_LE(calls, 200);
+  ExpectWellFormed(small);
+  EXPECT_NO_THROW(Interpret(small, 1, 0, Device::host())) << GraphString(small);
+
+  // A failure that nothing reproduces is left alone.
+  const Graph same = Shrink(g, [](const Graph&) { return false; });
+  EXPECT_LE(same.size(), g.size());
+  EXPECT_EQ(same.back().kind, g.back().kind);
+  EXPECT_EQ(same.back().shape, g.back().shape);
+}
+
+TEST(FuzzGraphTest, ReproducerWritesTheGraphsCalls) {
+  Graph g;
+  Step x{Kind::kInput};
+  x.shape = {kA, kB};
+  g.push_back(x);
+  Step t{Kind::kUnary};
+  t.a = 0;
+  t.which = 4;  // tanh
+  t.shape = x.shape;
+  g.push_back(t);
+  const std::string cpp = CppReproducer(g, 7, 1);
+  EXPECT_NE(cpp.find("randn({2, 5}, 7000, DType::f32, host).to(dev)"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find("Tensor v1 = tanh(v0);"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find("int main()"), std::string::npos) << cpp;
+}
+
+}  // namespace
+}  // namespace lazycl::fuzz

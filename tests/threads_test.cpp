@@ -1,0 +1,277 @@
+// lazycl from several threads at once (issue 15): independent graphs built and run on one
+// device by four threads, shared lazy tensors read concurrently, metrics read while others run,
+// and trace/call/scan on two threads. Every device result is checked against the host
+// interpreter on the same random inputs. scripts/test.sh also runs this binary under
+// ThreadSanitizer (build/tsan).
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lazycl/lazycl.h"
+#include "test_util.h"
+
+namespace lazycl {
+namespace {
+
+// Failures seen by worker threads (gtest assertions are thread-safe, but a message per failure
+// keeps the report short when many go wrong).
+class Failures {
+ public:
+  void Add(std::string what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (messages_.size() < 10) messages_.push_back(std::move(what));
+    ++count_;
+  }
+  void Expect(int total) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string all;
+    for (const std::string& m : messages_) all += m + "\n";
+    EXPECT_EQ(count_, 0) << count_ << " of " << total << " results wrong; first ones:\n" << all;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> messages_;
+  int count_ = 0;
+};
+
+std::vector<float> Random(std::mt19937& rng, int64_t n) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Graph `kind` on inputs a [m, k] and b [k, n] (both on the same device).
+Tensor Build(int kind, const Tensor& a, const Tensor& b) {
+  switch (kind % 6) {
+    case 0:  // elementwise, broadcast of a row
+      return relu(a * 2.0 - slice(a, 0, 0, 1)) + tanh(a);
+    case 1:  // reductions
+      return sum(exp(a * 0.5), {1}) + max(a, {1});
+    case 2:  // matmul plus bias
+      return matmul(a, b) + sum(b, {0});
+    case 3:  // softmax over rows
+      return softmax(a * 3.0, 1);
+    case 4:  // a view, then reduce everything
+      return reshape(mean(transpose(matmul(a, b), 0, 1) * sigmoid(transpose(matmul(a, b), 0, 1))),
+                     {1});
+    default:  // log_softmax of a matmul, sliced
+      return slice(log_softmax(matmul(a, b), 1), 1, 0, 3);
+  }
+}
+
+bool Close(const std::vector<float>& got, const std::vector<float>& want, std::string* why) {
+  if (got.size() != want.size()) {
+    *why = "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
+    return false;
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= 1e-4f * (1 + std::fabs(want[i])))) {
+      *why = "element " + std::to_string(i) + ": " + std::to_string(got[i]) +
+             " != " + std::to_string(want[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+// One graph of the structure `kind`, built from fresh random inputs on `cl`, computed, read
+// back and compared with the host interpreter's result on the same inputs.
+void RunOne(Device cl, int kind, uint32_t seed, Failures& failures) {
+  std::mt19937 rng(seed);
+  // Few shapes, so that threads hit the same graph and program cache entries at once.
+  const int64_t m = 3 + (seed % 3), k = 8, n = 5;
+  const std::vector<float> av = Random(rng, m * k), bv = Random(rng, k * n);
+  try {
+    Tensor dev = Build(kind, tensor(av, {m, k}, cl), tensor(bv, {k, n}, cl));
+    Tensor host =
+        Build(kind, tensor(av, {m, k}, Device::host()), tensor(bv, {k, n}, Device::host()));
+    if (seed % 2 == 0) sync({dev});
+    std::string why;
+    if (!Close(dev.to_vector<float>(), host.to_vector<float>(), &why))
+      failures.Add("kind " + std::to_string(kind) + " seed " + std::to_string(seed) + ": " + why);
+  } catch (const std::exception& e) {
+    failures.Add("kind " + std::to_string(kind) + " seed " + std::to_string(seed) +
+                 ": exception: " + e.what());
+  }
+}
+
+TEST(Threads, IndependentGraphsOnOneDevice) {
+  const Device cl = test::DefaultCl();
+  constexpr int kThreads = 4, kGraphs = 200;
+  Failures failures;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kGraphs; ++i)
+        RunOne(cl, i + t, static_cast<uint32_t>(t * 100000 + i), failures);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  failures.Expect(kThreads * kGraphs);
+}
+
+TEST(Threads, SyncWhileOthersReadMetricsAndBuild) {
+  const Device cl = test::DefaultCl();
+  std::atomic<bool> done{false};
+  Failures failures;
+  std::thread syncer([&] {
+    for (int i = 0; i < 60; ++i) RunOne(cl, i, static_cast<uint32_t>(7000 + i), failures);
+    done = true;
+  });
+  std::thread reader([&] {
+    int64_t last = 0;
+    while (!done) {
+      // KernelLaunches only grows (nobody resets it here), and report() names it.
+      const int64_t now = metrics::counter("KernelLaunches");
+      if (now < last) failures.Add("KernelLaunches went back from " + std::to_string(last));
+      last = now;
+      const std::string report = metrics::report();
+      if (report.find("counter") == std::string::npos) failures.Add("report without a header");
+    }
+  });
+  std::thread builder([&] {
+    // Graphs recorded and dropped without running: pending nodes made and freed concurrently.
+    std::mt19937 rng(3);
+    while (!done) {
+      Tensor a = tensor(Random(rng, 12), {3, 4}, cl);
+      Tensor b = a;
+      for (int j = 0; j < 20; ++j) b = b * 1.5 + a;
+      if (b.shape() != std::vector<int64_t>{3, 4}) failures.Add("wrong shape");
+    }
+  });
+  syncer.join();
+  reader.join();
+  builder.join();
+  failures.Expect(60);
+}
+
+TEST(Threads, ManyReadersOfOneLazyTensor) {
+  const Device cl = test::DefaultCl();
+  std::mt19937 rng(11);
+  for (int round = 0; round < 20; ++round) {
+    const std::vector<float> av = Random(rng, 6 * 8), bv = Random(rng, 8 * 5);
+    Tensor shared = Build(round, tensor(av, {6, 8}, cl), tensor(bv, {8, 5}, cl));
+    const std::vector<float> want =
+        Build(round, tensor(av, {6, 8}, Device::host()), tensor(bv, {8, 5}, Device::host()))
+            .to_vector<float>();
+    Failures failures;
+    std::vector<std::thread> readers;
+    for (int r = 0; r < 4; ++r) {
+      readers.emplace_back([&, r] {
+        try {
+          std::string why;
+          // Some readers compute from it first: its handle is rebound while others read.
+          Tensor derived = r % 2 == 0 ? shared * 1.0 : shared;
+          if (r == 3) sync({shared});
+          if (!Close(derived.to_vector<float>(), want, &why)) failures.Add(why);
+          if (!Close(shared.to_vector<float>(), want, &why)) failures.Add(why);
+        } catch (const std::exception& e) {
+          failures.Add(std::string("exception: ") + e.what());
+        }
+      });
+    }
+    for (std::thread& t : readers) t.join();
+    failures.Expect(8);
+  }
+}
+
+TEST(Threads, TraceCallAndScanOnTwoThreads) {
+  const Device cl = test::DefaultCl();
+  Failures failures;
+  auto call_worker = [&](uint32_t seed) {
+    std::mt19937 rng(seed);
+    for (int i = 0; i < 20; ++i) {
+      try {
+        Fn fn = [i](const std::vector<Tensor>& a) {
+          return std::vector<Tensor>{a[0] * sin(a[1]) + static_cast<double>(i % 3)};
+        };
+        const std::vector<float> xv = Random(rng, 16), yv = Random(rng, 16);
+        Tensor x = tensor(xv, {4, 4}, cl), y = tensor(yv, {4, 4}, cl);
+        Function f = trace(fn, {{{4, 4}, DType::f32}, {{4, 4}, DType::f32}}, cl);
+        std::vector<Tensor> traced = f({x, y});
+        std::vector<Tensor> called = call(fn, {x, y});
+        const std::vector<float> want =
+            fn({tensor(xv, {4, 4}, Device::host()), tensor(yv, {4, 4}, Device::host())})[0]
+                .to_vector<float>();
+        std::string why;
+        if (!Close(traced[0].to_vector<float>(), want, &why)) failures.Add("trace: " + why);
+        if (!Close(called[0].to_vector<float>(), want, &why)) failures.Add("call: " + why);
+      } catch (const std::exception& e) {
+        failures.Add(std::string("call: exception: ") + e.what());
+      }
+    }
+  };
+  auto scan_worker = [&](uint32_t seed) {
+    std::mt19937 rng(seed);
+    auto layer = [](const std::vector<Tensor>& h, const std::vector<Tensor>& wb) {
+      Tensor next = tanh(matmul(h[0], wb[0]) + wb[1]);
+      return std::make_pair(std::vector<Tensor>{next}, std::vector<Tensor>{sum(next)});
+    };
+    for (int i = 0; i < 10; ++i) {
+      try {
+        const std::vector<float> hv = Random(rng, 2 * 4), wv = Random(rng, 3 * 4 * 4),
+                                 bv = Random(rng, 3 * 4);
+        ScanResult dev = scan(layer, {tensor(hv, {2, 4}, cl)},
+                              {tensor(wv, {3, 4, 4}, cl), tensor(bv, {3, 4}, cl)});
+        // The host reference is the plain loop.
+        Tensor h = tensor(hv, {2, 4}, Device::host());
+        Tensor w = tensor(wv, {3, 4, 4}, Device::host()), b = tensor(bv, {3, 4}, Device::host());
+        for (int64_t l = 0; l < 3; ++l)
+          h = tanh(matmul(h, squeeze(slice(w, 0, l, l + 1), 0)) +
+                   squeeze(slice(b, 0, l, l + 1), 0));
+        std::string why;
+        if (!Close(dev.carry[0].to_vector<float>(), h.to_vector<float>(), &why))
+          failures.Add("scan: " + why);
+      } catch (const std::exception& e) {
+        failures.Add(std::string("scan: exception: ") + e.what());
+      }
+    }
+  };
+  std::thread a([&] { call_worker(1); });
+  std::thread b([&] { scan_worker(2); });
+  std::thread c([&] { scan_worker(3); });
+  std::thread d([&] { call_worker(4); });
+  a.join();
+  b.join();
+  c.join();
+  d.join();
+  failures.Expect(60);
+}
+
+TEST(Threads, TraceBytesCountOnlyTheTracingThread) {
+  // Tracing on placeholders moves nothing (TraceTransferBytes stays put) even while another
+  // thread moves bytes all the time.
+  const Device cl = test::DefaultCl();
+  const int64_t before = test::C("TraceTransferBytes");
+  std::atomic<bool> done{false};
+  std::atomic<int> moves{0};
+  std::thread mover([&] {
+    std::vector<float> v(1024, 1.0f);
+    while (!done) {
+      tensor(v, {1024}, cl).to_vector<float>();
+      ++moves;
+    }
+  });
+  while (moves == 0) std::this_thread::yield();
+  // A long body, so that the other thread's transfers happen while it is traced.
+  Fn fn = [](const std::vector<Tensor>& a) {
+    Tensor x = a[0];
+    for (int k = 0; k < 300; ++k) x = exp(x) * 0.5;
+    return std::vector<Tensor>{x};
+  };
+  for (int i = 0; i < 20; ++i) trace(fn, {{{64}, DType::f32}}, cl);
+  done = true;
+  mover.join();
+  EXPECT_EQ(test::C("TraceTransferBytes"), before);
+}
+
+}  // namespace
+}  // namespace lazycl
