@@ -79,6 +79,61 @@ NodePtr ScatterAddSrcVjp(const Node& n, const NodePtr& g, const NodePtr& index) 
   return Where(Bin(Op::kGe, index, Zero(index)), in_range, Zero(gathered));
 }
 
+// Max and Min reductions: every element equal to the result gets an even share, g / (ties).
+NodePtr ExtremumVjp(const Node& n, const NodePtr& g, Value v) {
+  const NodePtr& x = n.operands[0];
+  NodePtr xv = v(x);
+  NodePtr is_hit = Bin(Op::kEq, xv, Must(ir::MakeExpand(v(nullptr), x->shape)));
+  NodePtr count = Must(ir::MakeReduce(Op::kSum, Where(is_hit, Const(1, xv), Zero(xv)), n.args));
+  NodePtr share = Must(ir::MakeExpand(Bin(Op::kDiv, g, count), x->shape));
+  return Where(is_hit, share, Zero(share));
+}
+
+// Prod: g y / x where x != 0. Where x == 0: g times the product of the others when x is the
+// row's only zero, else 0 (PyTorch's rule).
+NodePtr ProdVjp(const Node& n, const NodePtr& g, Value v) {
+  const NodePtr& x = n.operands[0];
+  NodePtr xv = v(x);
+  NodePtr zero = Bin(Op::kEq, xv, Zero(xv));
+  NodePtr zeros = Must(ir::MakeReduce(Op::kSum, Where(zero, Const(1, xv), Zero(xv)), n.args));
+  NodePtr others = Must(ir::MakeReduce(Op::kProd, Where(zero, Const(1, xv), xv), n.args));
+  NodePtr only_zero = Bin(Op::kEq, zeros, Const(1, zeros));
+  NodePtr at_zero = Mul(g, Where(only_zero, others, Zero(others)));
+  NodePtr gy = Must(ir::MakeExpand(Mul(g, v(nullptr)), x->shape));
+  // The divisor is 1 at zeros, so that no inf or NaN is made where it is not chosen.
+  NodePtr away = Bin(Op::kDiv, gy, Where(zero, Const(1, xv), xv));
+  return Where(zero, Must(ir::MakeExpand(at_zero, x->shape)), away);
+}
+
+// d/dx of x sigmoid(x): s (1 + x (1 - s)).
+NodePtr SiluVjp(const Node& n, const NodePtr& g, Value v) {
+  NodePtr x = v(n.operands[0]);
+  NodePtr s = Un(Op::kSigmoid, x);
+  return Mul(g, Mul(s, Add(Const(1, x), Mul(x, Add(Const(1, s), Neg(s))))));
+}
+
+// d/dx of x Phi(x): Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+NodePtr GeluVjp(const Node& n, const NodePtr& g, Value v) {
+  NodePtr x = v(n.operands[0]);
+  NodePtr cdf =
+      Mul(Const(0.5, x), Add(Const(1, x), Un(Op::kErf, Mul(x, Const(0.7071067811865476, x)))));
+  NodePtr pdf = Mul(Const(0.3989422804014327, x), Un(Op::kExp, Mul(Mul(x, x), Const(-0.5, x))));
+  return Mul(g, Add(cdf, Mul(x, pdf)));
+}
+
+// gelu tanh = x s, s = sigmoid(2u), u = c (x + 0.044715 x^3) (= x (1 + tanh u) / 2):
+// d/dx = s + x 2 s (1 - s) c (1 + 3 0.044715 x^2). Through sigmoid, which saturates to exactly
+// 0 and 1 (a builtin tanh a ulp short of +-1 made 1 - t^2 times x^3 garbage in the tails).
+NodePtr GeluTanhVjp(const Node& n, const NodePtr& g, Value v) {
+  NodePtr x = v(n.operands[0]);
+  NodePtr x2 = Mul(x, x);
+  NodePtr two_u = Mul(Const(1.5957691216057308, x), Add(x, Mul(Const(0.044715, x), Mul(x2, x))));
+  NodePtr s = Un(Op::kSigmoid, two_u);
+  NodePtr du = Mul(Const(0.7978845608028654, x), Add(Const(1, x), Mul(Const(0.134145, x), x2)));
+  NodePtr slope = Mul(Mul(Const(2, x), Mul(s, Add(Const(1, s), Neg(s)))), du);
+  return Mul(g, Add(s, Mul(x, slope)));
+}
+
 constexpr VjpRow kVjpRows[] = {
     {Op::kBuffer, nullptr},
     {Op::kConstant, nullptr},
@@ -192,16 +247,7 @@ constexpr VjpRow kVjpRows[] = {
     {Op::kSum, [](const Node& n, size_t, const NodePtr& g,
                   Value) { return Must(ir::MakeExpand(g, n.operands[0]->shape)); }},
     {Op::kMax,
-     [](const Node& n, size_t, const NodePtr& g, Value v) {
-       // Every element equal to the maximum gets an even share: g / (number of ties).
-       const NodePtr& x = n.operands[0];
-       NodePtr xv = v(x);
-       NodePtr is_max = Bin(Op::kEq, xv, Must(ir::MakeExpand(v(nullptr), x->shape)));
-       NodePtr count =
-           Must(ir::MakeReduce(Op::kSum, Where(is_max, Const(1, xv), Zero(xv)), n.args));
-       NodePtr share = Must(ir::MakeExpand(Bin(Op::kDiv, g, count), x->shape));
-       return Where(is_max, share, Zero(share));
-     }},
+     [](const Node& n, size_t, const NodePtr& g, Value v) { return ExtremumVjp(n, g, v); }},
     {Op::kMatmul,
      [](const Node& n, size_t k, const NodePtr& g, Value v) {
        // a [..,M,K] @ b [..,K,N]: da = g b^T, db = a^T g (equal batch dims: the frontend
@@ -226,6 +272,23 @@ constexpr VjpRow kVjpRows[] = {
        if (k == 0) return g;
        if (k == 1) return nullptr;
        return ScatterAddSrcVjp(n, g, v(n.operands[1]));
+     }},
+    // mathops block
+    {Op::kRsqrt,  // -g y^3 / 2
+     [](const Node&, size_t, const NodePtr& g, Value v) {
+       NodePtr y = v(nullptr);
+       return Mul(g, Mul(Const(-0.5, y), Mul(y, Mul(y, y))));
+     }},
+    {Op::kSilu, [](const Node& n, size_t, const NodePtr& g, Value v) { return SiluVjp(n, g, v); }},
+    {Op::kGelu, [](const Node& n, size_t, const NodePtr& g, Value v) { return GeluVjp(n, g, v); }},
+    {Op::kGeluTanh,
+     [](const Node& n, size_t, const NodePtr& g, Value v) { return GeluTanhVjp(n, g, v); }},
+    {Op::kMin,
+     [](const Node& n, size_t, const NodePtr& g, Value v) { return ExtremumVjp(n, g, v); }},
+    {Op::kProd, [](const Node& n, size_t, const NodePtr& g, Value v) { return ProdVjp(n, g, v); }},
+    {Op::kCumsum,  // the running sum of g from the other end
+     [](const Node& n, size_t, const NodePtr& g, Value) {
+       return Must(ir::MakeScan(Op::kCumsum, g, n.args[0], n.args[1] == 0));
      }},
 };
 static_assert(std::size(kVjpRows) == kOpCount, "one VJP row per op");

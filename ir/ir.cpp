@@ -90,6 +90,14 @@ constexpr DTypeRule kDTypeRules[] = {
     {Op::kMatmul, Takes::kAny, Gives::kOperand},
     {Op::kGather, Takes::kAny, Gives::kOperand},
     {Op::kScatterAdd, Takes::kAny, Gives::kOperand},
+    // mathops block
+    {Op::kRsqrt, Takes::kFloating, Gives::kOperand, "rsqrt"},
+    {Op::kSilu, Takes::kFloating, Gives::kOperand, "silu"},
+    {Op::kGelu, Takes::kFloating, Gives::kOperand, "gelu"},
+    {Op::kGeluTanh, Takes::kFloating, Gives::kOperand, "gelu"},
+    {Op::kMin, Takes::kAny, Gives::kOperand, "min", /*identity=*/false},
+    {Op::kProd, Takes::kF32OrI64, Gives::kOperand, "prod"},
+    {Op::kCumsum, Takes::kF32OrI64, Gives::kOperand, "cumsum"},
 };
 static_assert(std::size(kDTypeRules) == kOpCount, "one dtype rule per op");
 static_assert(IsOpTable(kDTypeRules), "dtype rules in LAZYCL_OPS order");
@@ -425,6 +433,22 @@ absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes) 
   n.shape = x->shape;
   for (int64_t a : axes) n.shape[a] = 1;
   n.args = std::move(axes);
+  n.operands = {std::move(x)};
+  return Finish(std::move(n));
+}
+
+absl::StatusOr<NodePtr> MakeScan(Op op, NodePtr x, int64_t axis, bool reverse) {
+  if (!IsScan(op)) return base::InvalidArgument(OpName(op), "not a scan");
+  if (axis < 0 || axis >= static_cast<int64_t>(x->shape.size())) {
+    return base::InvalidArgument(
+        RuleOf(op).name, absl::StrCat("axis ", axis, " is not a dim of ", ShapeString(x->shape)));
+  }
+  if (absl::Status s = CheckTakes(op, x->dtype); !s.ok()) return s;
+  Node n;
+  n.op = op;
+  n.dtype = x->dtype;
+  n.shape = x->shape;
+  n.args = {axis, reverse ? 1 : 0};
   n.operands = {std::move(x)};
   return Finish(std::move(n));
 }

@@ -79,6 +79,8 @@ absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape sh
                                 double fill = 0);
 // Reduces `axes` (sorted, unique, in range) to size 1.
 absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes);
+// A running fold of x along `axis` (a Scan op: Cumsum), from the end when `reverse`; x's shape.
+absl::StatusOr<NodePtr> MakeScan(Op op, NodePtr x, int64_t axis, bool reverse);
 // a [B.., M, K] and b [B.., K, N] with equal batch dims -> [B.., M, N].
 absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b);
 

@@ -4,7 +4,9 @@
 // Categories: Leaf (no operands), Unary/Binary/Ternary/Compare (elementwise, fused freely),
 // View (index arithmetic only), Reduce (one output element per kept index), Matmul, Gather
 // (a data-dependent read: fuses like a view whose index along one dim is read from a tensor),
-// Scatter (a data-dependent write: always a kernel of its own, kernels/emit_gather.cpp).
+// Scatter (a data-dependent write: always a kernel of its own, kernels/emit_gather.cpp), Scan (a
+// running fold along one dim: args = {dim, reverse}; every scan ends a kernel,
+// kernels/emit_scan.cpp).
 //
 // Every pass keeps one table with a row per op, in this order, and a static_assert that it has
 // kOpCount rows: ir.cpp's dtype rules, kernels/ OpenCL C expressions, runtime/host_eval.cpp's
@@ -16,54 +18,64 @@
 // mean's 1/count), passed to kernels as an argument, so a new value compiles nothing new.
 //
 // Composites first: neg (x * -1) and sub (a + neg(b)) are written in frontend/ops.cpp from these
-// ops and have no op of their own. Primitives for a measured reason: Exp, Log and Tanh run our
-// own CPU maths (lc_exp, lc_log, lc_tanh in kernels/). Sigmoid: its composite 1 / (1 + exp(-x))
-// differentiates through exp(-x), which overflows below x = -88.7, so the chain rule gives
+// ops and have no op of their own. Primitives for a measured reason: Exp, Log, Tanh and Erf run
+// our own CPU maths (lc_exp, lc_log, lc_tanh, lc_erf in kernels/). Sigmoid: its composite 1 / (1 +
+// exp(-x)) differentiates through exp(-x), which overflows below x = -88.7, so the chain rule gives
 // 0 * inf = NaN there where Sigmoid's own rule g y (1 - y) gives 0 (tests/op_tables_test.cpp
 // measures both). Relu: its composite where(x > 0, x, 0) reads x twice, and a node's pending
 // count (ir.h: counted through every path) doubles with each relu of a chain, so ten relus pass
 // the executor's kMaxPendingNodes and the graph is cut while it is built (laziness_test's
-// fifty-op chain ran a kernel before its sync).
-#define LAZYCL_OPS(X)   \
-  X(Buffer, 0, Leaf)    \
-  X(Constant, 0, Leaf)  \
-  X(Scalar, 0, Leaf)    \
-  X(Iota, 0, Leaf)      \
-  X(Exp, 1, Unary)      \
-  X(Log, 1, Unary)      \
-  X(Sqrt, 1, Unary)     \
-  X(Tanh, 1, Unary)     \
-  X(Sigmoid, 1, Unary)  \
-  X(Relu, 1, Unary)     \
-  X(Abs, 1, Unary)      \
-  X(Sin, 1, Unary)      \
-  X(Cos, 1, Unary)      \
-  X(Erf, 1, Unary)      \
-  X(Not, 1, Unary)      \
-  X(Cast, 1, Unary)     \
-  X(Add, 2, Binary)     \
-  X(Mul, 2, Binary)     \
-  X(Div, 2, Binary)     \
-  X(Maximum, 2, Binary) \
-  X(Minimum, 2, Binary) \
-  X(Pow, 2, Binary)     \
-  X(Lt, 2, Compare)     \
-  X(Le, 2, Compare)     \
-  X(Gt, 2, Compare)     \
-  X(Ge, 2, Compare)     \
-  X(Eq, 2, Compare)     \
-  X(Ne, 2, Compare)     \
-  X(Where, 3, Ternary)  \
-  X(Reshape, 1, View)   \
-  X(Permute, 1, View)   \
-  X(Expand, 1, View)    \
-  X(Slice, 1, View)     \
-  X(Pad, 1, View)       \
-  X(Sum, 1, Reduce)     \
-  X(Max, 1, Reduce)     \
-  X(Matmul, 2, Matmul)  \
-  X(Gather, 2, Gather)  \
-  X(ScatterAdd, 3, Scatter)
+// fifty-op chain ran a kernel before its sync). Silu and Gelu (erf and tanh forms) are primitive
+// for the same reason: their composites read x twice, and they sit in every layer of a model.
+// Rsqrt maps to OpenCL's rsqrt. Min and Prod are reductions like Max and Sum.
+#define LAZYCL_OPS(X)       \
+  X(Buffer, 0, Leaf)        \
+  X(Constant, 0, Leaf)      \
+  X(Scalar, 0, Leaf)        \
+  X(Iota, 0, Leaf)          \
+  X(Exp, 1, Unary)          \
+  X(Log, 1, Unary)          \
+  X(Sqrt, 1, Unary)         \
+  X(Tanh, 1, Unary)         \
+  X(Sigmoid, 1, Unary)      \
+  X(Relu, 1, Unary)         \
+  X(Abs, 1, Unary)          \
+  X(Sin, 1, Unary)          \
+  X(Cos, 1, Unary)          \
+  X(Erf, 1, Unary)          \
+  X(Not, 1, Unary)          \
+  X(Cast, 1, Unary)         \
+  X(Add, 2, Binary)         \
+  X(Mul, 2, Binary)         \
+  X(Div, 2, Binary)         \
+  X(Maximum, 2, Binary)     \
+  X(Minimum, 2, Binary)     \
+  X(Pow, 2, Binary)         \
+  X(Lt, 2, Compare)         \
+  X(Le, 2, Compare)         \
+  X(Gt, 2, Compare)         \
+  X(Ge, 2, Compare)         \
+  X(Eq, 2, Compare)         \
+  X(Ne, 2, Compare)         \
+  X(Where, 3, Ternary)      \
+  X(Reshape, 1, View)       \
+  X(Permute, 1, View)       \
+  X(Expand, 1, View)        \
+  X(Slice, 1, View)         \
+  X(Pad, 1, View)           \
+  X(Sum, 1, Reduce)         \
+  X(Max, 1, Reduce)         \
+  X(Matmul, 2, Matmul)      \
+  X(Gather, 2, Gather)      \
+  X(ScatterAdd, 3, Scatter) \
+  /* mathops block */       \
+  X(Rsqrt, 1, Unary)        \
+  X(Silu, 1, Unary)         \
+  X(Gelu, 1, Unary)         \
+  X(GeluTanh, 1, Unary)     \
+  X(Min, 1, Reduce)         \
+  X(Prod, 1, Reduce)        \
+  X(Cumsum, 1, Scan)
 
 #include <cstddef>
 
@@ -91,7 +103,8 @@ enum class OpCategory : unsigned char {
   Reduce,
   Matmul,
   Gather,
-  Scatter
+  Scatter,
+  Scan
 };
 
 const char* OpName(Op op);
@@ -117,5 +130,6 @@ inline bool IsElementwise(Op op) {
 inline bool IsView(Op op) { return Category(op) == OpCategory::View; }
 inline bool IsLeaf(Op op) { return Category(op) == OpCategory::Leaf; }
 inline bool IsReduce(Op op) { return Category(op) == OpCategory::Reduce; }
+inline bool IsScan(Op op) { return Category(op) == OpCategory::Scan; }
 
 }  // namespace lazycl::ir

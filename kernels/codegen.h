@@ -27,6 +27,11 @@ KernelSpec EmitElementwise(const ir::Node& root, BufferRef out, const InputMap& 
 KernelSpec EmitReduce(const ir::Node& root, BufferRef out, const InputMap& inputs, int64_t split,
                       const Target& target);
 
+// `root` is a Scan (Cumsum): one work-item per row along the scanned dim, its operand's
+// expression fused into the loop.
+KernelSpec EmitScan(const ir::Node& root, BufferRef out, const InputMap& inputs,
+                    const Target& target);
+
 // CPU: one work-item per row of `root` (elementwise, f32), where a row is the trailing dims
 // that `reduces` reduce. Each reduction (Sum or Max over those dims of an operand of root's
 // shape, in dependency order) is computed over the row first and read by later ones and by

@@ -11,7 +11,7 @@
 namespace lazycl::kernels {
 namespace {
 
-constexpr const char* kNames[] = {"lc_exp", "lc_exp16", "lc_log", "lc_tanh"};
+constexpr const char* kNames[] = {"lc_exp", "lc_exp16", "lc_log", "lc_tanh", "lc_erf"};
 
 // The definition of `static inline float <name>(` in cpu_math.cl, through its closing line.
 std::string Definition(std::string_view name) {
@@ -59,14 +59,15 @@ std::string RenameIdentifiers(std::string_view text, const std::vector<std::stri
 const char* CpuMathName(CpuMath f) { return kNames[static_cast<int>(f)]; }
 
 const std::string& CpuMathSource(CpuMath f) {
-  static const std::array<std::string, 4>* sources = [] {
+  static const std::array<std::string, 5>* sources = [] {
     const std::string exp = Definition("lc_exp");
-    return new std::array<std::string, 4>{
+    return new std::array<std::string, 5>{
         exp,
         RenameIdentifiers(exp, {"lc_exp", "float", "int", "as_float", "as_int"},
                           {"lc_exp16", "float16", "int16", "as_float16", "as_int16"}),
         Definition("lc_log"),
         Definition("lc_tanh"),
+        Definition("lc_erf"),
     };
   }();
   return (*sources)[static_cast<int>(f)];

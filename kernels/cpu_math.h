@@ -11,6 +11,7 @@ enum class CpuMath {
   kExp16,  // lc_exp16(float16): lc_exp over 16 lanes, for Emitter's vector mode
   kLog,    // lc_log(float)
   kTanh,   // lc_tanh(float)
+  kErf,    // lc_erf(float); calls lc_exp, so a kernel that calls it carries kExp first
 };
 
 // The name a kernel calls it by: "lc_exp".

@@ -62,6 +62,7 @@ class Emission {
     }
     if (ir::IsReduce(root.op)) return EmitReduction(r, out);
     if (root.op == Op::kScatterAdd) return EmitScatterAdd(root, out, Inputs(r), target_);
+    if (ir::IsScan(root.op)) return {EmitScan(root, out, Inputs(r), target_)};
     // Reductions left inside an elementwise kernel were taken in by FuseRowReductions.
     std::vector<int> region = p_.Region(r);
     std::sort(region.begin(), region.end());

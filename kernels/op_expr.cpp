@@ -52,6 +52,14 @@ const char* Builtin(const char* builtin, CpuMath own, const ExprArgs& a, Calls* 
   return CpuMathName(own);
 }
 
+// erf: on CPUs our lc_erf, which calls lc_exp (defined before it).
+const char* Erf(const ExprArgs& a, Calls* calls) {
+  if (!a.cpu) return "erf";
+  calls->push_back(CpuMath::kExp);
+  calls->push_back(CpuMath::kErf);
+  return CpuMathName(CpuMath::kErf);
+}
+
 const char* Exp(const ExprArgs& a, Calls* calls) {
   return Builtin("exp", a.vector ? CpuMath::kExp16 : CpuMath::kExp, a, calls);
 }
@@ -104,7 +112,7 @@ constexpr OpExprRow kOpExprs[] = {
      }},
     {Op::kSin, [](const ExprArgs& a, Calls*) { return Call("sin", a); }},
     {Op::kCos, [](const ExprArgs& a, Calls*) { return Call("cos", a); }},
-    {Op::kErf, [](const ExprArgs& a, Calls*) { return Call("erf", a); }},
+    {Op::kErf, [](const ExprArgs& a, Calls* c) { return Call(Erf(a, c), a); }},
     {Op::kNot, [](const ExprArgs& a, Calls*) { return absl::StrCat("(uchar)(!", a.x[0], ")"); }},
     {Op::kCast, [](const ExprArgs& a, Calls*) { return Convert(a.x[0], a.from, a.dtype); }},
     {Op::kAdd, [](const ExprArgs& a, Calls*) { return Arithmetic(a, "+"); }},
@@ -133,6 +141,29 @@ constexpr OpExprRow kOpExprs[] = {
     {Op::kMatmul, nullptr},
     {Op::kGather, nullptr},
     {Op::kScatterAdd, nullptr},
+    // mathops block
+    {Op::kRsqrt, [](const ExprArgs& a, Calls*) { return Call("rsqrt", a); }},
+    {Op::kSilu,  // x sigmoid(x), as x / (1 + exp(-x)): -0 (not NaN) where exp(-x) overflows
+     [](const ExprArgs& a, Calls* c) {
+       return absl::StrCat(a.x[0], " / (1.0f + ", Exp(a, c), "(-", a.x[0], "))");
+     }},
+    {Op::kGelu,  // x Phi(x) = x (1 + erf(x / sqrt 2)) / 2
+     [](const ExprArgs& a, Calls* c) {
+       return absl::StrCat("0.5f * ", a.x[0], " * (1.0f + ", Erf(a, c), "(", a.x[0],
+                           " * 0.70710678f))");
+     }},
+    // x (1 + tanh(u)) / 2 with u = sqrt(2 / pi) (x + 0.044715 x^3), written as x sigmoid(2u) =
+    // x / (1 + exp(-2u)): no cancellation in 1 + tanh(u) for negative x, and -0 (not a tanh a
+    // ulp short of -1 times x) in the far negative tail.
+    {Op::kGeluTanh,
+     [](const ExprArgs& a, Calls* c) {
+       const std::string& x = a.x[0];
+       return absl::StrCat(x, " / (1.0f + ", Exp(a, c), "(-1.5957691216f * (", x, " + 0.044715f * ",
+                           x, " * ", x, " * ", x, ")))");
+     }},
+    {Op::kMin, nullptr},
+    {Op::kProd, nullptr},
+    {Op::kCumsum, nullptr},
 };
 static_assert(std::size(kOpExprs) == kOpCount, "one row per op of LAZYCL_OPS");
 
@@ -143,6 +174,9 @@ struct ReduceRow {
   const char* f32_function;  // fmax(a, b) for f32
   const char* function;      // max(a, b) for the other dtypes
   std::string (*identity)(DType);
+  // Where set, the combination itself (the infix and functions unused): Prod's integer products
+  // wrap.
+  std::string (*combine)(DType, const std::string&, const std::string&) = nullptr;
 };
 
 constexpr ReduceRow kReduces[] = {
@@ -160,6 +194,26 @@ constexpr ReduceRow kReduces[] = {
            return "((uchar)0)";
        }
        return "";
+     }},
+    // mathops block
+    {Op::kMin, nullptr, "fmin", "min",
+     [](DType t) -> std::string {
+       switch (t) {
+         case DType::f32:
+           return "NAN";  // fmin skips NaN: the first value replaces it
+         case DType::i32:
+           return "INT_MAX";
+         case DType::i64:
+           return "LONG_MAX";
+         case DType::boolean:
+           return "((uchar)1)";
+       }
+       return "";
+     }},
+    {Op::kProd, nullptr, nullptr, nullptr, [](DType t) { return Literal(1, t); },
+     [](DType t, const std::string& a, const std::string& b) {
+       if (IsInt(t)) return Wrapping(a, "*", b, t);
+       return absl::StrCat("(", a, " * ", b, ")");
      }},
 };
 static_assert(std::size(kReduces) == kReduceCount, "one row per reduction of LAZYCL_OPS");
@@ -194,6 +248,7 @@ std::string ReduceIdentity(Op op, DType t) { return Reduction(op).identity(t); }
 std::string ReduceCombine(Op op, DType t, const std::string& a, const std::string& b,
                           bool grouped) {
   const ReduceRow& r = Reduction(op);
+  if (r.combine != nullptr) return r.combine(t, a, b);
   if (r.infix != nullptr) {
     std::string text = absl::StrCat(a, " ", r.infix, " ", b);
     return grouped ? absl::StrCat("(", text, ")") : text;
@@ -203,7 +258,8 @@ std::string ReduceCombine(Op op, DType t, const std::string& a, const std::strin
 
 std::string ReduceAccumulate(Op op, DType t, const std::string& acc, const std::string& v) {
   const ReduceRow& r = Reduction(op);
-  if (r.infix != nullptr) return absl::StrCat(acc, " ", r.infix, "= ", v, ";");
+  if (r.combine == nullptr && r.infix != nullptr)
+    return absl::StrCat(acc, " ", r.infix, "= ", v, ";");
   return absl::StrCat(acc, " = ", ReduceCombine(op, t, acc, v), ";");
 }
 

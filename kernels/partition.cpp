@@ -16,7 +16,8 @@ Partition::Partition(const Graph& graph)
   for (int o : g_.outputs) root_[o] = true;
   for (int i = 0; i < size(); ++i) {
     const Node& n = node(i);
-    if (ir::IsReduce(n.op) || n.op == Op::kMatmul || n.op == Op::kScatterAdd) root_[i] = true;
+    if (ir::IsReduce(n.op) || ir::IsScan(n.op) || n.op == Op::kMatmul || n.op == Op::kScatterAdd)
+      root_[i] = true;
   }
   // In node order, so that an operand made a root here reads as memory to later matmuls.
   const std::function<bool(const Node&)> materialized = [this](const Node& n) {

@@ -239,6 +239,40 @@ struct MaxRule {
   }
 };
 
+// mathops block: min like max, prod like sum (f32 products in double, integers wrap).
+struct MinRule {
+  template <typename T>
+  using Acc = T;
+  template <typename T>
+  static T Identity(int64_t reduced_size) {
+    if constexpr (Float<T>) {
+      return reduced_size == 0 ? INFINITY : std::numeric_limits<T>::quiet_NaN();
+    } else {
+      return std::numeric_limits<T>::max();
+    }
+  }
+  template <typename T>
+  static T Combine(T acc, T x) {
+    if constexpr (Float<T>) {
+      return std::fmin(acc, x);
+    } else {
+      return std::min(acc, x);
+    }
+  }
+};
+struct ProdRule {
+  template <typename T>
+  using Acc = Accumulator<T>;
+  template <typename T>
+  static Acc<T> Identity(int64_t /*reduced_size*/) {
+    return 1;
+  }
+  template <typename T>
+  static Acc<T> Combine(Acc<T> acc, T x) {
+    return acc * static_cast<Acc<T>>(x);
+  }
+};
+
 template <typename Rule, typename T>
 std::vector<T> Reduce(const Node& node, const std::vector<T>& in) {
   const Shape& in_shape = node.operands[0]->shape;
@@ -262,6 +296,32 @@ std::vector<T> Reduce(const Node& node, const std::vector<T>& in) {
   std::vector<T> out;
   out.reserve(out_size);
   for (Acc a : acc) out.push_back(static_cast<T>(a));
+  return out;
+}
+
+// Cumsum along args[0] (from the end when args[1]): f32 runs in double, rounded per element;
+// integers wrap.
+template <typename T>
+std::vector<T> Scan(const Node& node, const std::vector<T>& in) {
+  const Shape& shape = node.shape;
+  const size_t axis = static_cast<size_t>(node.args[0]);
+  const bool reverse = node.args[1] != 0;
+  int64_t outer = 1;
+  int64_t inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t n = shape[axis];
+  std::vector<T> out(in.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      Accumulator<T> acc = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t j = (o * n + (reverse ? n - 1 - k : k)) * inner + i;
+        acc += static_cast<Accumulator<T>>(in[j]);
+        out[j] = static_cast<T>(acc);
+      }
+    }
+  }
   return out;
 }
 
@@ -403,6 +463,20 @@ absl::StatusOr<Array> EvalReduce(const Node& node, const Operands& in) {
   return std::visit([&](const auto& x) -> Array { return Reduce<Rule>(node, x); }, *in[0]);
 }
 
+absl::StatusOr<Array> EvalScan(const Node& node, const Operands& in) {
+  return std::visit(
+      [&](const auto& x) -> Array {
+        using T = typename std::decay_t<decltype(x)>::value_type;
+        if constexpr (Boolean<T>) {
+          LAZYCL_CHECK(false, "scan on bool");
+          return x;
+        } else {
+          return Scan(node, x);
+        }
+      },
+      *in[0]);
+}
+
 absl::StatusOr<Array> EvalMatmulNode(const Node& node, const Operands& in) {
   return std::visit(
       [&](const auto& a) -> Array {
@@ -492,6 +566,16 @@ constexpr HostRow kHostRows[] = {
     {Op::kMatmul, &EvalMatmulNode},
     {Op::kGather, &EvalGather},
     {Op::kScatterAdd, &EvalScatterAdd},
+    // mathops block
+    {Op::kRsqrt, Scalar([](Float auto x) { return 1.0f / std::sqrt(x); })},
+    {Op::kSilu, Scalar([](Float auto x) { return x / (1.0f + std::exp(-x)); })},
+    {Op::kGelu, Scalar([](Float auto x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678f)); })},
+    {Op::kGeluTanh, Scalar([](Float auto x) {
+       return x / (1.0f + std::exp(-1.5957691216f * (x + 0.044715f * x * x * x)));
+     })},
+    {Op::kMin, &EvalReduce<MinRule>},
+    {Op::kProd, &EvalReduce<ProdRule>},
+    {Op::kCumsum, &EvalScan},
 };
 static_assert(std::size(kHostRows) == ir::kOpCount, "one host row per op");
 static_assert(ir::IsOpTable(kHostRows), "host rows in LAZYCL_OPS order");

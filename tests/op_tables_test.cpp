@@ -119,6 +119,14 @@ std::optional<T> UnaryFormula(Op op, T x) {
         return std::cos(x);
       case Op::kErf:
         return std::erf(x);
+      case Op::kRsqrt:
+        return 1.0f / std::sqrt(x);
+      case Op::kSilu:
+        return x / (1.0f + std::exp(-x));
+      case Op::kGelu:
+        return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
+      case Op::kGeluTanh:
+        return x / (1.0f + std::exp(-1.5957691216f * (x + 0.044715f * x * x * x)));
       default:
         return std::nullopt;
     }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "lazycl/dtype.h"
@@ -72,6 +73,52 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// ---- More maths (frontend/ops_more.cpp) ----
+// Elementwise. Integral inputs compute in f32.
+Tensor rsqrt(const Tensor& x);  // 1 / sqrt(x)
+Tensor silu(const Tensor& x);   // x * sigmoid(x)
+// x * Phi(x) with the exact erf form, or PyTorch's approximate="tanh" form.
+Tensor gelu(const Tensor& x, bool approximate_tanh = false);
+// lo where x < lo, hi where x > hi, else x (NaN stays NaN); the gradient passes where
+// lo <= x <= hi, as in PyTorch. lo > hi or a NaN bound is an Error; bool tensors too.
+Tensor clamp(const Tensor& x, double lo, double hi);
+Tensor clamp_min(const Tensor& x, double lo);
+Tensor clamp_max(const Tensor& x, double hi);
+// The lower (upper) triangle of the last two dims: elements with col - row <= k (>= k); the
+// rest are 0.
+Tensor tril(const Tensor& x, int64_t k = 0);
+Tensor triu(const Tensor& x, int64_t k = 0);
+
+// Comparisons with a number on either side. The number is a kernel argument (a new value
+// compiles nothing); integral tensors compare exactly with fractional or huge numbers.
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(double a, const Tensor& b);
+Tensor le(double a, const Tensor& b);
+Tensor gt(double a, const Tensor& b);
+Tensor ge(double a, const Tensor& b);
+Tensor eq(double a, const Tensor& b);
+Tensor ne(double a, const Tensor& b);
+
+// Reductions. min like max (NaN is skipped unless all are NaN; no empty dims); prod of bool
+// or integers gives i64 (products wrap).
+Tensor min(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+// The index (i64) of the largest (smallest) element along `dim`; ties take the first index,
+// and a row holding NaN gives its first NaN's index (as NumPy). An empty dim is an Error.
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+// Inclusive running sum along `dim` (a scan kernel, one pass per row); bool and integers give
+// i64 (sums wrap).
+Tensor cumsum(const Tensor& x, int64_t dim);
+// The k largest elements along `dim`, sorted descending, ties by lower index first (as
+// jax.lax.top_k), and their i64 indices. NaN ranks as +inf. 0 <= k <= size(dim).
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1);
 
 // Operators: tensors and scalars on either side.
 Tensor operator-(const Tensor& x);

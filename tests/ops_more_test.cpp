@@ -1,0 +1,629 @@
+// The ops of frontend/ops_more.cpp and ops_reduce_more.cpp: each against a reference written
+// here in plain C++ (on the host tensor's values), and the device against the host on the same
+// values: random and special inputs, ties, size-0 and size-1 dims, transposed (non-contiguous)
+// and lazy (fused) operands, every dtype the op takes, and the errors. CTest runs this binary
+// twice, with LAZYCL_CODEGEN=cpu (the default on PoCL's CPU device) and =gpu.
+// Gradients are in ops_more_grad_test.cpp.
+//
+// Tolerances: elementwise maths rel 1e-5 + abs 2e-6 (OpenCL allows a few ulp); reductions of
+// f32 accumulate in f32 on the device and in double on the host: see each test.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "frontend/tensor_impl.h"
+#include "gtest/gtest.h"
+#include "ir/ir.h"
+#include "lazycl/lazycl.h"
+#include "ops_more_util.h"
+
+namespace lazycl::more {
+namespace {
+
+const Shape kShapes[] = {{}, {1}, {7}, {3, 5}, {1, 5, 1}, {2, 3, 40}, {0, 3}, {2, 0, 4}};
+
+struct UnaryCase {
+  const char* name;
+  Tensor (*fn)(const Tensor&);
+  double (*formula)(double);
+};
+
+Tensor GeluErf(const Tensor& x) { return gelu(x); }
+Tensor GeluTanh(const Tensor& x) { return gelu(x, true); }
+
+const UnaryCase kUnary[] = {
+    {"rsqrt", &rsqrt, [](double x) { return 1 / std::sqrt(x); }},
+    {"silu", &silu, [](double x) { return x / (1 + std::exp(-x)); }},
+    {"gelu", &GeluErf, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+    {"gelu_tanh", &GeluTanh,
+     [](double x) {
+       return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+     }},
+};
+
+TEST(OpsMoreTest, UnaryHostMatchesFormula) {
+  std::vector<float> xs = {0.3f, 1.0f, 2.5f, 4.0f, 10.0f, 0.01f};
+  for (float v : {-0.3f, -1.0f, -2.5f, -4.0f, -10.0f, 0.0f, 20.0f, -20.0f}) xs.push_back(v);
+  for (const UnaryCase& op : kUnary) {
+    const Tensor y = op.fn(tensor(xs, {static_cast<int64_t>(xs.size())}, Host()));
+    const std::vector<float> got = y.to_vector<float>();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double want = op.formula(xs[i]);
+      if (!std::isfinite(want)) {
+        EXPECT_TRUE(std::isnan(want) ? std::isnan(got[i]) : got[i] == want)
+            << op.name << "(" << xs[i] << ")";
+      } else {
+        EXPECT_NEAR(got[i], want, 2e-6 * std::fabs(want) + 1e-7) << op.name << "(" << xs[i] << ")";
+      }
+    }
+  }
+  // PyTorch's values (torch 2.x, float32): gelu(1) = 0.8413447, gelu(1, tanh) = 0.8411920.
+  EXPECT_NEAR(gelu(full({}, 1.0, DType::f32, Host())).item<float>(), 0.8413447f, 1e-6);
+  EXPECT_NEAR(gelu(full({}, 1.0, DType::f32, Host()), true).item<float>(), 0.8411920f, 1e-6);
+}
+
+TEST(OpsMoreTest, UnaryDeviceMatchesHost) {
+  uint64_t seed = 100;
+  for (const UnaryCase& op : kUnary) {
+    auto fn = [&](const Tensor& x) { return std::vector<Tensor>{op.fn(x)}; };
+    const Domain domain = std::string(op.name) == "rsqrt" ? Domain::kPositive : Domain::kAny;
+    for (const Shape& s : kShapes) {
+      Check(op.name, fn, s, DType::f32, Layout::kContiguous, ++seed, 1e-5, 2e-6, domain);
+    }
+    Check(op.name, fn, {4, 33}, DType::f32, Layout::kTransposed, ++seed, 1e-5, 2e-6, domain);
+    Check(op.name, fn, {4, 33}, DType::f32, Layout::kLazy, ++seed, 1e-5, 2e-6, domain);
+    Check(op.name, fn, {3, 6}, DType::i32, Layout::kContiguous, ++seed, 1e-5, 2e-6,
+          Domain::kSmallInt);
+    Check(op.name, fn, {64}, DType::f32, Layout::kContiguous, ++seed, 1e-5, 2e-6, Domain::kSpecial);
+    // Fused into one kernel with other ops.
+    auto chain = [&](const Tensor& x) { return std::vector<Tensor>{op.fn(x * 0.5 + 1.0) * 2.0}; };
+    Check(op.name, chain, {5, 17}, DType::f32, Layout::kTransposed, ++seed, 1e-5, 2e-6);
+  }
+  // Integral inputs compute in f32.
+  EXPECT_EQ(silu(full({2}, 3, DType::i64, Cl())).dtype(), DType::f32);
+  EXPECT_EQ(rsqrt(full({2}, 4, DType::i32, Host())).to_vector<float>(),
+            (std::vector<float>{0.5f, 0.5f}));
+}
+
+// The measured reason silu and gelu are primitive ops (ir/op_table.h): their composites read x
+// twice, so a chain's pending count (ir.h) doubles per op, 2^(n+1) - 2 after n, and past
+// kMaxPendingNodes (512) a model's graph would be cut while it is built; the primitives count n.
+TEST(OpsMoreTest, SiluAndGeluReadTheirOperandOnce) {
+  Tensor x = tensor(std::vector<float>{1, -2, 0.5f}, {3}, Cl());
+  Tensor silu_chain = x;
+  Tensor gelu_chain = x;
+  Tensor composite = x;
+  for (int i = 0; i < 8; ++i) {
+    silu_chain = silu(silu_chain);
+    gelu_chain = gelu(gelu_chain, i % 2 == 0);
+    composite = composite * sigmoid(composite);
+  }
+  EXPECT_EQ(silu_chain.impl()->node->pending, 8);
+  EXPECT_EQ(gelu_chain.impl()->node->pending, 8);
+  EXPECT_EQ(composite.impl()->node->pending, 510);
+  EXPECT_TRUE(Near(composite.to(Host()), silu_chain.to(Host()), 1e-5, 1e-6));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Comparisons with a number
+
+enum class Cmp { kLt, kLe, kGt, kGe, kEq, kNe };
+const Cmp kCmps[] = {Cmp::kLt, Cmp::kLe, Cmp::kGt, Cmp::kGe, Cmp::kEq, Cmp::kNe};
+
+static_assert(std::numeric_limits<long double>::digits >= 64, "the reference needs exact int64");
+bool Holds(Cmp c, long double a, long double b) {
+  switch (c) {
+    case Cmp::kLt:
+      return a < b;
+    case Cmp::kLe:
+      return a <= b;
+    case Cmp::kGt:
+      return a > b;
+    case Cmp::kGe:
+      return a >= b;
+    case Cmp::kEq:
+      return a == b;
+    case Cmp::kNe:
+      return a != b;
+  }
+  return false;
+}
+
+Tensor Apply(Cmp c, const Tensor& x, double v, bool number_first) {
+  if (number_first) {
+    switch (c) {
+      case Cmp::kLt:
+        return lt(v, x);
+      case Cmp::kLe:
+        return le(v, x);
+      case Cmp::kGt:
+        return gt(v, x);
+      case Cmp::kGe:
+        return ge(v, x);
+      case Cmp::kEq:
+        return eq(v, x);
+      case Cmp::kNe:
+        return ne(v, x);
+    }
+  }
+  switch (c) {
+    case Cmp::kLt:
+      return lt(x, v);
+    case Cmp::kLe:
+      return le(x, v);
+    case Cmp::kGt:
+      return gt(x, v);
+    case Cmp::kGe:
+      return ge(x, v);
+    case Cmp::kEq:
+      return eq(x, v);
+    case Cmp::kNe:
+      return ne(x, v);
+  }
+  return {};
+}
+
+TEST(OpsMoreTest, ComparisonsWithNumbersMatchExactArithmetic) {
+  const double values[] = {0.0,      0.5,       -2.5, 3.0,          -1.0,
+                           1e10,     -1e10,     1e19, -1e19,        9.3e18,
+                           INFINITY, -INFINITY, NAN,  2147483647.5, -2147483648.0};
+  uint64_t seed = 300;
+  for (DType t : {DType::f32, DType::i32, DType::i64, DType::boolean}) {
+    Operand x = MakeOperand({4, 9}, t, Layout::kTransposed, Domain::kSmallInt, ++seed);
+    // Extreme integers, where an inexact comparison would err.
+    if (t == DType::i64) {
+      Tensor big = tensor(std::vector<int64_t>{INT64_MAX, INT64_MIN, 9100000000000000000,
+                                               2147483647, -2147483648, 0},
+                          {6}, Host());
+      x = {big, big.to(Cl())};
+    }
+    if (t == DType::i32) {
+      Tensor big = tensor(std::vector<int32_t>{INT32_MAX, INT32_MIN, 0, 3, -3, 1}, {6}, Host());
+      x = {big, big.to(Cl())};
+    }
+    const std::vector<double> xs = AsDoubles(x.host);
+    const std::vector<int64_t> ints =
+        t == DType::f32 ? std::vector<int64_t>{} : cast(x.host, DType::i64).to_vector<int64_t>();
+    for (Cmp c : kCmps) {
+      for (double v : values) {
+        for (bool first : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(t) << " op " << static_cast<int>(c)
+                                            << " v " << v << " number first " << first);
+          const Tensor want = Apply(c, x.host, v, first);
+          const Tensor got = Apply(c, x.device, v, first);
+          ASSERT_EQ(want.dtype(), DType::boolean);
+          EXPECT_TRUE(Near(want, got, 0, 0));
+          // The reference: exact arithmetic on the values (f32 tensors compare with v as f32).
+          const double w = t == DType::f32 ? static_cast<double>(static_cast<float>(v)) : v;
+          const std::vector<double> host = AsDoubles(want);
+          for (size_t i = 0; i < xs.size(); ++i) {
+            // long double holds every int64 and every double exactly (x86's 64-bit mantissa).
+            const long double xi = t == DType::f32 ? xs[i] : static_cast<long double>(ints[i]);
+            const bool expect = first ? Holds(c, w, xi) : Holds(c, xi, w);
+            EXPECT_EQ(host[i] != 0, expect) << "element " << i << " = " << xs[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(OpsMoreTest, ANewNumberCompilesNothing) {
+  Tensor x = randn({64}, 1, DType::f32, Cl());
+  sync({gt(x, 0.25)});
+  const int64_t compiles = metrics::counter("GraphCompiles");
+  for (double v : {0.5, -1.0, 2.0}) sync({gt(x, v), lt(v, x)});
+  sync({gt(x, 0.75), lt(0.1, x)});
+  EXPECT_LE(metrics::counter("GraphCompiles") - compiles, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// clamp, tril, triu
+
+TEST(OpsMoreTest, ClampMatchesReferenceAndHost) {
+  uint64_t seed = 400;
+  for (DType t : {DType::f32, DType::i32, DType::i64}) {
+    for (const Shape& s : {Shape{}, Shape{7}, Shape{3, 17}, Shape{0, 2}}) {
+      for (Layout l : {Layout::kContiguous, Layout::kTransposed, Layout::kLazy}) {
+        auto fn = [](const Tensor& x) {
+          return std::vector<Tensor>{clamp(x, -1.0, 2.0), clamp_min(x, 0.5), clamp_max(x, -0.5),
+                                     clamp(x, 1.0, 1.0)};
+        };
+        Check("clamp", fn, s, t, l, ++seed, 0, 0, Domain::kSmallInt);
+      }
+    }
+  }
+  Check(
+      "clamp of specials", [](const Tensor& x) { return std::vector<Tensor>{clamp(x, -3, 7)}; },
+      {40}, DType::f32, Layout::kContiguous, 1, 0, 0, Domain::kSpecial);
+  const std::vector<float> xs = {-5, -1, 0, 1.5, 2, 9, NAN, -INFINITY};
+  const std::vector<float> got = clamp(tensor(xs, {8}, Host()), -1, 2).to_vector<float>();
+  const std::vector<float> want = {-1, -1, 0, 1.5, 2, 2, NAN, -1};
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i]));
+    } else {
+      EXPECT_EQ(got[i], want[i]) << i;
+    }
+  }
+  // Integral tensors with fractional bounds give f32, as in PyTorch.
+  Tensor ci = clamp(tensor(std::vector<int32_t>{-3, 0, 3}, {3}, Host()), -0.5, 1.5);
+  EXPECT_EQ(ci.dtype(), DType::f32);
+  EXPECT_EQ(ci.to_vector<float>(), (std::vector<float>{-0.5f, 0.0f, 1.5f}));
+  EXPECT_EQ(clamp(tensor(std::vector<int32_t>{-3, 0, 3}, {3}, Host()), -1, 1).dtype(), DType::i32);
+}
+
+TEST(OpsMoreTest, ClampErrors) {
+  Tensor x = zeros({3}, DType::f32, Cl());
+  std::string e = ErrorOf([&] { clamp(x, 2, 1); });
+  EXPECT_NE(e.find("clamp"), std::string::npos) << e;
+  EXPECT_NE(e.find("above the upper bound"), std::string::npos) << e;
+  e = ErrorOf([&] { clamp(x, NAN, 1); });
+  EXPECT_NE(e.find("lower bound is NaN"), std::string::npos) << e;
+  e = ErrorOf([&] { clamp_max(x, NAN); });
+  EXPECT_NE(e.find("upper bound is NaN"), std::string::npos) << e;
+  e = ErrorOf([&] { clamp(zeros({3}, DType::boolean, Cl()), 0, 1); });
+  EXPECT_NE(e.find("bool"), std::string::npos) << e;
+  e = ErrorOf([&] { clamp(Tensor(), 0, 1); });
+  EXPECT_NE(e.find("clamp"), std::string::npos) << e;
+}
+
+TEST(OpsMoreTest, TrilTriuMatchReferenceAndHost) {
+  uint64_t seed = 500;
+  for (DType t : {DType::f32, DType::i32, DType::i64, DType::boolean}) {
+    for (const Shape& s : {Shape{4, 6}, Shape{2, 5, 3}, Shape{1, 1}, Shape{0, 3}, Shape{3, 0}}) {
+      for (int64_t k : {-2, -1, 0, 1, 3, 10}) {
+        Operand x = MakeOperand(s, t, Layout::kTransposed, Domain::kSmallInt, ++seed);
+        for (bool lower : {true, false}) {
+          const Tensor want = lower ? tril(x.host, k) : triu(x.host, k);
+          const Tensor got = lower ? tril(x.device, k) : triu(x.device, k);
+          ASSERT_EQ(want.dtype(), t);
+          EXPECT_TRUE(Near(want, got, 0, 0)) << "k " << k << " lower " << lower;
+          const std::vector<double> in = AsDoubles(x.host);
+          const std::vector<double> out = AsDoubles(want);
+          const int64_t rows = s[s.size() - 2];
+          const int64_t cols = s.back();
+          for (size_t i = 0; i < in.size(); ++i) {
+            const int64_t r = (static_cast<int64_t>(i) / cols) % rows;
+            const int64_t c = static_cast<int64_t>(i) % cols;
+            const bool keep = lower ? c - r <= k : c - r >= k;
+            EXPECT_EQ(out[i], keep ? in[i] : 0.0) << i << " k " << k;
+          }
+        }
+      }
+    }
+  }
+  std::string e = ErrorOf([] { tril(zeros({3}, DType::f32, Cl())); });
+  EXPECT_NE(e.find("tril"), std::string::npos) << e;
+  EXPECT_NE(e.find("rank >= 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("[3]"), std::string::npos) << e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reductions: min, prod
+
+// The reference reduction of `x` over `dims` (kept as size 1), on doubles (exact for the small
+// integers used), folding with `f` from `init`.
+std::vector<double> RefReduce(const Tensor& x, const std::vector<int64_t>& dims, double init,
+                              double (*f)(double, double)) {
+  const Shape s = x.shape();
+  const std::vector<double> v = AsDoubles(x);
+  Shape out_shape = s;
+  for (int64_t d : dims) out_shape[d] = 1;
+  int64_t out_n = 1;
+  for (int64_t d : out_shape) out_n *= d;
+  std::vector<double> out(out_n, init);
+  for (size_t i = 0; i < v.size(); ++i) {
+    int64_t rest = static_cast<int64_t>(i);
+    int64_t o = 0;
+    int64_t ostride = 1;
+    for (size_t d = s.size(); d-- > 0;) {
+      const int64_t idx = rest % s[d];
+      rest /= s[d];
+      o += (out_shape[d] == 1 ? 0 : idx) * ostride;
+      ostride *= out_shape[d];
+    }
+    out[o] = f(out[o], v[i]);
+  }
+  return out;
+}
+
+TEST(OpsMoreTest, MinAndProdMatchReferenceAndHost) {
+  const std::vector<std::vector<int64_t>> dim_sets = {{}, {0}, {2}, {-1}, {0, 2}, {1, 2}};
+  uint64_t seed = 600;
+  for (DType t : {DType::f32, DType::i32, DType::i64, DType::boolean}) {
+    for (const auto& dims : dim_sets) {
+      for (bool keepdim : {false, true}) {
+        for (Layout l : {Layout::kContiguous, Layout::kTransposed, Layout::kLazy}) {
+          auto fn = [&](const Tensor& x) {
+            return std::vector<Tensor>{min(x, dims, keepdim), prod(x, dims, keepdim)};
+          };
+          Check("min/prod", fn, {2, 3, 4}, t, l, ++seed, 1e-5, 1e-6, Domain::kSmallInt);
+        }
+      }
+      // Against the reference (keepdim, so the shapes line up).
+      Operand x = MakeOperand({2, 3, 4}, t, Layout::kContiguous, Domain::kSmallInt, ++seed);
+      std::vector<int64_t> sorted;
+      for (int64_t d : dims) sorted.push_back(d < 0 ? d + 3 : d);
+      if (sorted.empty()) sorted = {0, 1, 2};
+      const std::vector<double> mn =
+          RefReduce(x.host, sorted, INFINITY, [](double a, double b) { return std::min(a, b); });
+      const std::vector<double> pr =
+          RefReduce(x.host, sorted, 1, [](double a, double b) { return a * b; });
+      EXPECT_EQ(AsDoubles(min(x.host, dims, true)), mn) << dtype_name(t);
+      EXPECT_EQ(AsDoubles(prod(x.host, dims, true)), pr) << dtype_name(t);
+    }
+    const DType pt = t == DType::f32 ? DType::f32 : DType::i64;
+    EXPECT_EQ(prod(zeros({2}, t, Host())).dtype(), pt);
+    EXPECT_EQ(min(zeros({2}, t, Host())).dtype(), t);
+  }
+  // Size-1 dims, rank 0, and empty dims: prod of nothing is 1; min of nothing is an Error.
+  for (DType t : {DType::f32, DType::i64}) {
+    auto fn = [](const Tensor& x) {
+      return std::vector<Tensor>{prod(x, {1}), prod(x), min(x, {0}, true)};
+    };
+    Check("prod over empty", fn, {2, 0}, t, Layout::kContiguous, ++seed);
+    Check(
+        "min/prod of rank 0",
+        [](const Tensor& x) {
+          return std::vector<Tensor>{min(x), prod(x)};
+        },
+        {}, t, Layout::kContiguous, ++seed);
+    Check(
+        "min/prod of size 1",
+        [](const Tensor& x) {
+          return std::vector<Tensor>{min(x, {0, 2}), prod(x, {1})};
+        },
+        {1, 5, 1}, t, Layout::kContiguous, ++seed);
+  }
+  EXPECT_EQ(prod(zeros({2, 0}, DType::f32, Cl()), {1}).to_vector<float>(),
+            (std::vector<float>{1, 1}));
+  std::string e = ErrorOf([] { min(zeros({0, 3}, DType::f32, Cl()), {0}); });
+  EXPECT_NE(e.find("min"), std::string::npos) << e;
+  EXPECT_NE(e.find("empty dim"), std::string::npos) << e;
+  e = ErrorOf([] { min(zeros({2, 3}, DType::f32, Cl()), {2}); });
+  EXPECT_NE(e.find("dim 2 is out of range"), std::string::npos) << e;
+  e = ErrorOf([] { prod(zeros({2, 3}, DType::f32, Cl()), {1, -1}); });
+  EXPECT_NE(e.find("repeat"), std::string::npos) << e;
+}
+
+// Long rows take the two-stage (partial, then final) reduction; vectors of 16 on the CPU path.
+TEST(OpsMoreTest, LongMinAndProdMatchHost) {
+  uint64_t seed = 700;
+  for (DType t : {DType::f32, DType::i32, DType::i64}) {
+    auto fn = [](const Tensor& x) {
+      // Products near 1 stay finite over 40000 factors.
+      Tensor f = x.dtype() == DType::f32 ? 1.0 + x * 1e-3 : x;
+      return std::vector<Tensor>{min(x, {1}), prod(f, {1}), min(x), min(x, {0}, true)};
+    };
+    Check("long min/prod", fn, {3, 40000}, t, Layout::kContiguous, ++seed, 2e-4, 1e-6);
+    Check("long min/prod", fn, {300, 200}, t, Layout::kTransposed, ++seed, 2e-4, 1e-6);
+  }
+  // Every element NaN in some rows, NaNs mixed in others: NaN is skipped unless all are NaN.
+  Check(
+      "min of specials", [](const Tensor& x) { return std::vector<Tensor>{min(x, {1})}; }, {40, 7},
+      DType::f32, Layout::kContiguous, 1, 0, 0, Domain::kSpecial);
+  const std::vector<float> v = {NAN, NAN, NAN, 1.0f, NAN, -INFINITY};
+  for (Device d : {Host(), Cl()}) {
+    const std::vector<float> m = min(tensor(v, {2, 3}, d), {1}).to_vector<float>();
+    EXPECT_TRUE(std::isnan(m[0])) << d.str();
+    EXPECT_EQ(m[1], -INFINITY) << d.str();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// argmax, argmin
+
+// The first index of the extremum along the last dim of [rows, n] values; a row with NaN gives
+// its first NaN (NumPy).
+std::vector<int64_t> RefArg(const std::vector<double>& v, int64_t n, bool max_wanted) {
+  std::vector<int64_t> out;
+  for (size_t r = 0; n > 0 && r < v.size() / n; ++r) {
+    int64_t best = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double a = v[r * n + j];
+      const double b = v[r * n + best];
+      if (std::isnan(b)) break;
+      if (std::isnan(a) || (max_wanted ? a > b : a < b)) best = j;
+    }
+    out.push_back(best);
+  }
+  return out;
+}
+
+TEST(OpsMoreTest, ArgmaxArgminMatchReferenceAndHost) {
+  uint64_t seed = 800;
+  for (DType t : {DType::f32, DType::i32, DType::i64, DType::boolean}) {
+    for (Domain domain : {Domain::kSmallInt, Domain::kAny, Domain::kSpecial}) {
+      if (domain == Domain::kSpecial && t != DType::f32) continue;
+      for (Layout l : {Layout::kContiguous, Layout::kTransposed, Layout::kLazy}) {
+        Operand x = MakeOperand({6, 9}, t, l, domain, ++seed);
+        for (int64_t dim : {1, -1, 0}) {
+          for (bool keepdim : {false, true}) {
+            auto fn = [&](const Tensor& v) {
+              return std::vector<Tensor>{argmax(v, dim, keepdim), argmin(v, dim, keepdim)};
+            };
+            const std::vector<Tensor> want = fn(x.host);
+            const std::vector<Tensor> got = fn(x.device);
+            for (int i = 0; i < 2; ++i) {
+              ASSERT_EQ(want[i].dtype(), DType::i64);
+              EXPECT_TRUE(Near(want[i], got[i], 0, 0))
+                  << dtype_name(t) << " dim " << dim << " " << LayoutName(l);
+            }
+            // Reference along the last dim of the (transposed for dim 0) values.
+            const Tensor rows = dim == 0 ? transpose(x.host, 0, 1) : x.host;
+            const std::vector<double> vals = AsDoubles(cast(rows, DType::f32));
+            const int64_t n = rows.size(1);
+            EXPECT_EQ(want[0].to_vector<int64_t>(), RefArg(vals, n, true));
+            EXPECT_EQ(want[1].to_vector<int64_t>(), RefArg(vals, n, false));
+            if (keepdim) {
+              EXPECT_EQ(want[0].size(dim), 1);
+            }
+          }
+        }
+      }
+    }
+  }
+  // Long rows (two-stage reductions), size-1 dims, rank 0.
+  auto fn = [](const Tensor& x) {
+    return std::vector<Tensor>{argmax(x, 1), argmin(x, 0), argmax(x, -1, true)};
+  };
+  Check("long argmax", fn, {3, 40000}, DType::f32, Layout::kContiguous, ++seed, 0, 0,
+        Domain::kSmallInt);
+  Check("argmax of size 1", fn, {1, 1}, DType::f32, Layout::kContiguous, ++seed);
+  EXPECT_EQ(argmax(full({}, 3, DType::f32, Cl()), 0).item<int64_t>(), 0);
+  EXPECT_EQ(argmax(full({}, 3, DType::f32, Cl()), 0).dim(), 0);
+  // Ties take the first index; NaN wins (NumPy).
+  const std::vector<float> v = {1, 5, 5, 0, NAN, 9, NAN, 2, -1, -1, -1, -1};
+  for (Device d : {Host(), Cl()}) {
+    const Tensor x = tensor(v, {3, 4}, d);
+    EXPECT_EQ(argmax(x, 1).to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 0})) << d.str();
+    EXPECT_EQ(argmin(x, 1).to_vector<int64_t>(), (std::vector<int64_t>{3, 0, 0})) << d.str();
+  }
+  std::string e = ErrorOf([] { argmax(zeros({2, 0}, DType::f32, Cl()), 1); });
+  EXPECT_NE(e.find("argmax"), std::string::npos) << e;
+  EXPECT_NE(e.find("empty dim 1"), std::string::npos) << e;
+  e = ErrorOf([] { argmin(zeros({2, 3}, DType::f32, Cl()), 2); });
+  EXPECT_NE(e.find("argmin"), std::string::npos) << e;
+  EXPECT_NE(e.find("dim 2 is out of range"), std::string::npos) << e;
+  e = ErrorOf([] { argmax(zeros({}, DType::f32, Cl()), 1); });
+  EXPECT_NE(e.find("out of range"), std::string::npos) << e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// cumsum
+
+TEST(OpsMoreTest, CumsumMatchesReferenceAndHost) {
+  uint64_t seed = 900;
+  for (DType t : {DType::f32, DType::i32, DType::i64, DType::boolean}) {
+    for (const Shape& s :
+         {Shape{5, 7}, Shape{2, 3, 4}, Shape{1, 1}, Shape{0, 3}, Shape{3, 0}, Shape{40, 50}}) {
+      for (Layout l : {Layout::kContiguous, Layout::kTransposed, Layout::kLazy}) {
+        for (int64_t dim = 0; dim < static_cast<int64_t>(s.size()); ++dim) {
+          Operand x = MakeOperand(s, t, l, Domain::kAny, ++seed);
+          const Tensor want = cumsum(x.host, dim);
+          const Tensor got = cumsum(x.device, dim);
+          ASSERT_EQ(want.dtype(), t == DType::f32 ? DType::f32 : DType::i64);
+          EXPECT_TRUE(Near(want, got, 1e-5, 1e-5)) << dtype_name(t) << ShapeStr(s) << " " << dim;
+          // Reference: running sums along the last dim of the values moved there.
+          const int64_t last = static_cast<int64_t>(s.size()) - 1;
+          const Tensor moved = dim == last ? x.host : transpose(x.host, dim, -1);
+          const Tensor w = dim == last ? want : transpose(want, dim, -1);
+          const std::vector<double> in = AsDoubles(cast(moved, DType::f32));
+          const std::vector<double> out = AsDoubles(cast(w, DType::f32));
+          const int64_t n = s[dim];
+          double acc = 0;
+          for (size_t i = 0; i < in.size(); ++i) {
+            if (static_cast<int64_t>(i) % n == 0) acc = 0;
+            acc += in[i];
+            EXPECT_NEAR(out[i], acc, 1e-5 * (1 + std::fabs(acc))) << i;
+          }
+        }
+      }
+    }
+  }
+  // A long row (one work-item runs it), a fused operand, integers that wrap.
+  auto fused = [](const Tensor& x) {
+    return std::vector<Tensor>{cumsum(x * 2.0 + 1.0, 1), cumsum(x, 0)};
+  };
+  Check("long cumsum", fused, {2, 50000}, DType::f32, Layout::kContiguous, ++seed, 1e-4, 1e-3);
+  Check(
+      "cumsum of i64", [](const Tensor& x) { return std::vector<Tensor>{cumsum(x * x, 0)}; },
+      {3, 70}, DType::i64, Layout::kTransposed, ++seed, 0, 0);
+  for (Device d : {Host(), Cl()}) {
+    const Tensor w = tensor(std::vector<int64_t>{INT64_MAX, 1, 1}, {3}, d);
+    EXPECT_EQ(cumsum(w, 0).to_vector<int64_t>(),
+              (std::vector<int64_t>{INT64_MAX, INT64_MIN, INT64_MIN + 1}))
+        << d.str();
+  }
+  EXPECT_EQ(cumsum(full({}, 2, DType::i32, Cl()), 0).item<int64_t>(), 2);
+  std::string e = ErrorOf([] { cumsum(zeros({2, 3}, DType::f32, Cl()), -3); });
+  EXPECT_NE(e.find("cumsum"), std::string::npos) << e;
+  EXPECT_NE(e.find("dim -3 is out of range"), std::string::npos) << e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// topk
+
+// The reference: indices of [rows, n] values sorted by (value descending, index ascending), NaN
+// ranking as +inf; the first k of each row.
+std::vector<int64_t> RefTopk(const std::vector<double>& v, int64_t n, int64_t k) {
+  std::vector<int64_t> out;
+  for (size_t r = 0; n > 0 && r < v.size() / n; ++r) {
+    std::vector<int64_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    auto key = [&](int64_t j) {
+      const double x = v[r * n + j];
+      return std::isnan(x) ? INFINITY : x;
+    };
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return key(a) > key(b); });
+    out.insert(out.end(), idx.begin(), idx.begin() + k);
+  }
+  return out;
+}
+
+TEST(OpsMoreTest, TopkMatchesReferenceAndHost) {
+  uint64_t seed = 1000;
+  for (DType t : {DType::f32, DType::i32, DType::i64}) {
+    for (Domain domain : {Domain::kSmallInt, Domain::kAny, Domain::kSpecial}) {
+      if (domain == Domain::kSpecial && t != DType::f32) continue;
+      for (Layout l : {Layout::kContiguous, Layout::kTransposed}) {
+        for (int64_t k : {0, 1, 3, 7}) {
+          for (int64_t dim : {-1, 0}) {
+            Operand x = MakeOperand({7, 7}, t, l, domain, ++seed);
+            auto [wv, wi] = topk(x.host, k, dim);
+            auto [gv, gi] = topk(x.device, k, dim);
+            ASSERT_EQ(wv.dtype(), t);
+            ASSERT_EQ(wi.dtype(), DType::i64);
+            EXPECT_TRUE(Near(wv, gv, 0, 0)) << "k " << k << " dim " << dim;
+            EXPECT_TRUE(Near(wi, gi, 0, 0)) << "k " << k << " dim " << dim;
+            const Tensor rows = dim == 0 ? transpose(x.host, 0, 1) : x.host;
+            const std::vector<double> vals = AsDoubles(cast(rows, DType::f32));
+            const std::vector<int64_t> want = RefTopk(vals, 7, k);
+            const Tensor wi_rows = dim == 0 ? transpose(wi, 0, 1) : wi;
+            const Tensor wv_rows = dim == 0 ? transpose(wv, 0, 1) : wv;
+            EXPECT_EQ(wi_rows.to_vector<int64_t>(), want) << "k " << k << " dim " << dim;
+            const std::vector<double> got_values = AsDoubles(cast(wv_rows, DType::f32));
+            for (size_t i = 0; i < want.size(); ++i) {
+              const double w = vals[(i / k) * 7 + want[i]];
+              EXPECT_TRUE(got_values[i] == w || (std::isnan(w) && std::isnan(got_values[i]))) << i;
+            }
+          }
+        }
+      }
+    }
+  }
+  // A long row (the vocabulary of a sampler) and k = n.
+  auto fn = [](const Tensor& x) {
+    auto [v, i] = topk(x, 5);
+    return std::vector<Tensor>{v, i};
+  };
+  Check("topk of a long row", fn, {2, 5000}, DType::f32, Layout::kContiguous, ++seed, 0, 0);
+  auto all = [](const Tensor& x) {
+    auto [v, i] = topk(x, 4, 1);
+    return std::vector<Tensor>{v, i};
+  };
+  Check("topk k = n", all, {3, 4, 2}, DType::f32, Layout::kContiguous, ++seed, 0, 0,
+        Domain::kSmallInt);
+  Tensor x = zeros({3, 4}, DType::f32, Cl());
+  std::string e = ErrorOf([&] { topk(x, 5); });
+  EXPECT_NE(e.find("topk"), std::string::npos) << e;
+  EXPECT_NE(e.find("k = 5 is out of range"), std::string::npos) << e;
+  EXPECT_NE(e.find("0 <= k <= 4"), std::string::npos) << e;
+  e = ErrorOf([&] { topk(x, -1); });
+  EXPECT_NE(e.find("k = -1"), std::string::npos) << e;
+  e = ErrorOf([&] { topk(x, 1, 2); });
+  EXPECT_NE(e.find("dim 2 is out of range"), std::string::npos) << e;
+  e = ErrorOf([] { topk(zeros({3}, DType::boolean, Cl()), 1); });
+  EXPECT_NE(e.find("bool"), std::string::npos) << e;
+  e = ErrorOf([] { topk(zeros({}, DType::f32, Cl()), 1); });
+  EXPECT_NE(e.find("rank >= 1"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace lazycl::more
