@@ -36,13 +36,6 @@ void NeedFeatureVector(const Tensor& w, int64_t features, const char* op, const 
   }
 }
 
-// A one-element tensor of `value` in like's dtype, on like's device (a scalar operand).
-Tensor Like(double value, const Tensor& like) {
-  return full({}, value, like.dtype(), like.device());
-}
-
-Tensor Rsqrt(const Tensor& x) { return 1.0 / sqrt(x); }
-
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -66,7 +59,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   if (x.dim() < 1) base::ThrowInvalid("rms_norm", "x must have at least one dim, got a scalar");
   NeedFeatureVector(weight, x.size(-1), "rms_norm", "weight");
   if (!(eps >= 0)) base::ThrowInvalid("rms_norm", absl::StrCat("eps must be >= 0, got ", eps));
-  Tensor y = x * Rsqrt(mean(x * x, {-1}, true) + eps);
+  Tensor y = x * rsqrt(mean(x * x, {-1}, true) + eps);
   return weight.defined() ? y * weight : y;
 }
 
@@ -78,7 +71,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   NeedFeatureVector(bias, x.size(-1), "layer_norm", "bias");
   if (!(eps >= 0)) base::ThrowInvalid("layer_norm", absl::StrCat("eps must be >= 0, got ", eps));
   Tensor centered = x - mean(x, {-1}, true);
-  Tensor y = centered * Rsqrt(mean(centered * centered, {-1}, true) + eps);
+  Tensor y = centered * rsqrt(mean(centered * centered, {-1}, true) + eps);
   if (weight.defined()) y = y * weight;
   return bias.defined() ? y + bias : y;
 }
@@ -105,7 +98,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, int64_t ignore_
                                     ir::ShapeString(want), ")"));
   }
   const Tensor log_p = log_softmax(logits, 1);
-  const Tensor keep = ne(labels, Like(static_cast<double>(ignore_index), labels));
+  const Tensor keep = ne(labels, static_cast<double>(ignore_index));
   // Ignored rows read class 0 (any in-range class would do) and are masked out.
   const Tensor safe = where(keep, labels, 0.0);
   const Tensor picked = squeeze(gather(log_p, 1, unsqueeze(cast(safe, DType::i64), 1)), 1);
@@ -147,7 +140,7 @@ Tensor dropout(const Tensor& x, double p, uint64_t seed) {
   if (p == 0) return x;
   if (p == 1) return x * 0.0;
   const Tensor u = rand(x.shape(), seed, 0, 1, DType::f32, x.device());
-  const Tensor keep = ge(u, Like(p, u));
+  const Tensor keep = ge(u, p);
   return where(keep, x * (1.0 / (1.0 - p)), 0.0);
 }
 

@@ -298,6 +298,49 @@ const std::map<std::string, OpFn>& Ops() {
          return std::vector<Tensor>{nn::scaled_dot_product_attention(
              a.at("q"), a.at("k"), a.at("v"), at.Bool("causal"), scale)};
        }},
+      {"rsqrt", Unary(rsqrt)},
+      {"silu", Unary(silu)},
+      {"gelu",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{gelu(a.at("x"), at.Bool("approximate_tanh"))};
+       }},
+      {"clamp",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{clamp(a.at("x"), at.Float("lo"), at.Float("hi"))};
+       }},
+      {"tril", [](const Args& a,
+                  const Attrs& at) { return std::vector<Tensor>{tril(a.at("x"), at.Int("k"))}; }},
+      {"triu", [](const Args& a,
+                  const Attrs& at) { return std::vector<Tensor>{triu(a.at("x"), at.Int("k"))}; }},
+      {"min",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{min(a.at("x"), at.Ints("dims"), at.Bool("keepdim"))};
+       }},
+      {"prod",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{prod(a.at("x"), at.Ints("dims"), at.Bool("keepdim"))};
+       }},
+      {"argmax",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{argmax(a.at("x"), at.Int("dim"), at.Bool("keepdim"))};
+       }},
+      {"argmin",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{argmin(a.at("x"), at.Int("dim"), at.Bool("keepdim"))};
+       }},
+      {"cumsum",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{cumsum(a.at("x"), at.Int("dim"))};
+       }},
+      {"topk",
+       [](const Args& a, const Attrs& at) {
+         auto [values, indices] = topk(a.at("x"), at.Int("k"), at.Int("dim"));
+         return std::vector<Tensor>{values, indices};
+       }},
+      {"gt_scalar",
+       [](const Args& a, const Attrs& at) {
+         return std::vector<Tensor>{gt(a.at("x"), at.Float("value"))};
+       }},
       {"slice",
        [](const Args& a, const Attrs& at) {
          return std::vector<Tensor>{

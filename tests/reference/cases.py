@@ -308,6 +308,53 @@ def nn_cases():
 
 
 
+def mathops_cases():
+    rng = np.random.default_rng(8)
+    x = f32(rng, 3, 1, 5, lo=-3, hi=3)
+    pos = f32(rng, 2, 6, lo=0.2, hi=4)
+    case("rsqrt", "rsqrt", jax.lax.rsqrt, [("x", pos)], grad=("x",))
+    case("silu", "silu", jax.nn.silu, [("x", x)], grad=("x",))
+    case("gelu_erf", "gelu", lambda t: jax.nn.gelu(t, approximate=False), [("x", x)],
+         attrs=dict(approximate_tanh=False), grad=("x",))
+    case("gelu_tanh", "gelu", lambda t: jax.nn.gelu(t, approximate=True), [("x", x)],
+         attrs=dict(approximate_tanh=True), grad=("x",))
+    case("clamp", "clamp", lambda t: jnp.clip(t, -1.0, 0.5), [("x", x)],
+         attrs=dict(lo=-1.0, hi=0.5), grad=("x",))
+    m = f32(rng, 2, 4, 5)
+    for k in (0, 1, -2):
+        case("tril_k%d" % k, "tril", lambda t, k=k: jnp.tril(t, k), [("x", m)], attrs=dict(k=k),
+             grad=("x",))
+        case("triu_k%d" % k, "triu", lambda t, k=k: jnp.triu(t, k), [("x", m)], attrs=dict(k=k),
+             grad=("x",))
+    r = f32(rng, 3, 4, 5)
+    case("min_dim1", "min", lambda t: jnp.min(t, axis=1), [("x", r)],
+         attrs=dict(dims=[1], keepdim=False), grad=("x",))
+    case("prod_dim2_keep", "prod", lambda t: jnp.prod(t, axis=2, keepdims=True),
+         [("x", f32(rng, 3, 4, 5, lo=0.5, hi=1.5))], attrs=dict(dims=[2], keepdim=True),
+         grad=("x",), tol=(2e-5, 1e-6))
+    case("prod_i32", "prod", lambda t: jnp.prod(t.astype(jnp.int64), axis=0),
+         [("x", rng.integers(-3, 4, (4, 3)).astype(np.int32))], attrs=dict(dims=[0], keepdim=False))
+    ties = np.array([[1, 3, 3, 0], [2, 2, 2, 2], [-1, -5, 7, 7]], np.float32)
+    case("argmax_ties", "argmax", lambda t: jnp.argmax(t, axis=1), [("x", ties)],
+         attrs=dict(dim=1, keepdim=False))
+    case("argmin_ties_keep", "argmin", lambda t: jnp.argmin(t, axis=0, keepdims=True),
+         [("x", ties)], attrs=dict(dim=0, keepdim=True))
+    case("argmax_i32", "argmax", lambda t: jnp.argmax(t, axis=-1),
+         [("x", rng.integers(-3, 3, (4, 6)).astype(np.int32))], attrs=dict(dim=-1, keepdim=False))
+    case("cumsum_dim1", "cumsum", lambda t: jnp.cumsum(t, axis=1), [("x", r)], attrs=dict(dim=1),
+         grad=("x",))
+    case("cumsum_i32", "cumsum", lambda t: jnp.cumsum(t.astype(jnp.int64), axis=0),
+         [("x", rng.integers(-9, 9, (5, 2)).astype(np.int32))], attrs=dict(dim=0))
+    vals = f32(rng, 3, 7)
+    vals[1, 2] = vals[1, 5]  # a tie: the lower index first
+    def topk(t):
+        v, i = jax.lax.top_k(t, 3)
+        return v, i.astype(jnp.int64)  # lazycl's indices are i64, as PyTorch's
+
+    case("topk3", "topk", topk, [("x", vals)], attrs=dict(k=3, dim=-1), grad=("x",))
+    case("gt_scalar", "gt_scalar", lambda t: t > 0.25, [("x", x)], attrs=dict(value=0.25))
+
+
 unary_cases()
 binary_cases()
 reduction_cases()
@@ -315,6 +362,7 @@ matmul_cases()
 view_cases()
 indexing_cases()
 nn_cases()
+mathops_cases()
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
