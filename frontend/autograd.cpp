@@ -160,6 +160,7 @@ Adjoints Propagate(const std::shared_ptr<TensorImpl>& loss, const Tensor& seed) 
 }  // namespace
 
 bool AnyRequiresGrad(std::span<const OpInput> inputs) {
+  if (!is_grad_enabled()) return false;
   for (const OpInput& in : inputs) {
     if (in.tensor->impl()->requires_grad) return true;
   }
@@ -318,5 +319,13 @@ Tensor Tensor::detach() const {
                               impl.device);
 }
 bool Tensor::is_leaf() const { return ImplOf(*this, "is_leaf").grad_fn == nullptr; }
+
+namespace {
+thread_local bool grad_enabled = true;
+}  // namespace
+
+NoGradGuard::NoGradGuard() : previous_(grad_enabled) { grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { grad_enabled = previous_; }
+bool is_grad_enabled() { return grad_enabled; }
 
 }  // namespace lazycl

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "frontend/materialize.h"
 #include "frontend/trace_scope.h"
+#include "lazycl/autograd.h"
 #include "runtime/devices.h"
 #include "runtime/executor.h"
 #include "runtime/host_eval.h"
@@ -137,12 +138,12 @@ Tensor Transfer(const Tensor& t, Device to) {
   }
   if (to.is_host()) {
     std::shared_ptr<TensorImpl> out = NewImpl(ir::MakeBuffer(host, leaf->dtype, leaf->shape), to);
-    if (impl.requires_grad) RecordTransfer(*out, t.impl());
+    if (impl.requires_grad && is_grad_enabled()) RecordTransfer(*out, t.impl());
     return Tensor(std::move(out));
   }
   Tensor result = FromHostBytes(backend::HostMemory().Data(host->id()), host->bytes(), leaf->dtype,
                                 leaf->shape, to);
-  if (impl.requires_grad) RecordTransfer(*result.impl(), t.impl());
+  if (impl.requires_grad && is_grad_enabled()) RecordTransfer(*result.impl(), t.impl());
   return result;
 }
 

@@ -16,6 +16,7 @@
 #include "frontend/user_code.h"
 #include "ir/ir.h"
 #include "ir/post_order.h"
+#include "lazycl/autograd.h"
 #include "lazycl/env.h"
 #include "lazycl/factories.h"
 
@@ -231,6 +232,7 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
   bool record = false;
   for (const Tensor& a : args) record = record || a.impl()->requires_grad;
   for (const auto& c : s.captures) record = record || c->requires_grad;
+  record = record && is_grad_enabled();
   std::vector<Tensor> results;
   for (size_t k = 0; k < substituted.size(); ++k) {
     ir::NodePtr node = substituted[k];

@@ -14,6 +14,7 @@
 #include "frontend/trace_scope.h"
 #include "frontend/user_code.h"
 #include "ir/ir.h"
+#include "lazycl/autograd.h"
 #include "lazycl/factories.h"
 #include "lazycl/function.h"
 #include "lazycl/ops.h"
@@ -274,6 +275,7 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   if (device.is_host()) return HostScan(fn, std::move(init), xs, steps, options.reverse);
   bool record = false;
   for (const Tensor* t : operands) record = record || t->requires_grad();
+  record = record && is_grad_enabled();
 
   // Inputs become computed device buffers: xs are then read in place, slice by slice.
   std::vector<Tensor> init_d, xs_d;
@@ -294,7 +296,7 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   frontend::Captures captures = frontend::FindCaptures(
       std::vector<Tensor>(body.outputs.begin(), body.outputs.begin() + num_body_outputs),
       body_inputs);
-  if (!captures.tensors.empty() && !record) {
+  if (!captures.tensors.empty() && !record && is_grad_enabled()) {
     // The backward needs every step's carry, as when an input requires grad.
     record = true;
     body.outputs.insert(body.outputs.end(), body.carry_in.begin(), body.carry_in.end());

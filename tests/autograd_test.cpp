@@ -10,6 +10,8 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -327,6 +329,55 @@ TEST(AutogradTest, ErrorWrtNotInGraph) {
 TEST(AutogradTest, ErrorLossDoesNotRequireGrad) {
   Tensor x = F({1, 2}, {2}, Device::host());
   EXPECT_THROW(sum(x).backward(), Error);
+}
+
+}  // namespace
+}  // namespace lazycl
+
+namespace lazycl {
+namespace {
+
+TEST(NoGradGuardTest, OpsInsideRecordNothingAndGuardsNestAndAreThreadLocal) {
+  for (Device d : {Device::host(), Device::opencl()}) {
+    SCOPED_TRACE(d.str());
+    Tensor w = randn({3, 3}, 1, DType::f32, d).requires_grad_();
+    Tensor x = randn({2, 3}, 2, DType::f32, d);
+    EXPECT_TRUE(is_grad_enabled());
+    {
+      NoGradGuard outer;
+      EXPECT_FALSE(is_grad_enabled());
+      Tensor y = tanh(matmul(x, w));
+      EXPECT_FALSE(y.requires_grad());
+      EXPECT_TRUE(w.requires_grad());  // leaves keep requiring grad
+      EXPECT_THROW(grad(sum(y), {w}), Error);
+      // A host tensor moved to the device inside the guard records no transfer either.
+      EXPECT_FALSE(w.to(Device::host()).requires_grad());
+      {
+        NoGradGuard inner;
+        EXPECT_FALSE(is_grad_enabled());
+      }
+      EXPECT_FALSE(is_grad_enabled());  // the inner guard restores what it found
+      // Another thread is not inside this guard.
+      bool other = false;
+      std::thread([&] { other = is_grad_enabled(); }).join();
+      EXPECT_TRUE(other);
+      // call and scan inside the guard record nothing.
+      std::vector<Tensor> c = call(
+          [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{matmul(a[0], w)}; }, {x});
+      EXPECT_FALSE(c[0].requires_grad());
+      ScanResult r = scan(
+          [&](const std::vector<Tensor>& carry, const std::vector<Tensor>& xs) {
+            return std::make_pair(std::vector<Tensor>{tanh(matmul(carry[0], w) + xs[0])},
+                                  std::vector<Tensor>{});
+          },
+          {x}, {randn({4, 2, 3}, 3, DType::f32, d).requires_grad_()});
+      EXPECT_FALSE(r.carry[0].requires_grad());
+    }
+    EXPECT_TRUE(is_grad_enabled());
+    Tensor y = tanh(matmul(x, w));
+    EXPECT_TRUE(y.requires_grad());
+    EXPECT_EQ(grad(sum(y), {w})[0].shape(), (std::vector<int64_t>{3, 3}));
+  }
 }
 
 }  // namespace

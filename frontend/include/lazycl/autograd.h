@@ -28,4 +28,21 @@ std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt);
 std::vector<Tensor> grad(const Tensor& loss, const std::vector<Tensor>& wrt,
                          const Tensor& grad_output);
 
+// While a NoGradGuard lives, ops on this thread record no gradients (torch.no_grad()): results
+// do not require grad, nothing is kept for a backward (a scan saves no per-step carries), and
+// the leaves keep requiring grad. Guards nest; each restores what it found.
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// False inside a NoGradGuard on this thread.
+bool is_grad_enabled();
+
 }  // namespace lazycl
