@@ -25,7 +25,8 @@ Tensor InputValues(const Step& s, uint64_t seed, int p) {
     case DType::boolean:
       return lt(rand(shape, seed, 0, 1, DType::f32, host), full({}, 0.5, DType::f32, host));
     case DType::i32:
-      return cast(rand(shape, seed, -6, 6, DType::f32, host), DType::i32);
+    case DType::i64:  // scatter_add's src takes x's dtype, and the sum of i32 is i64
+      return cast(rand(shape, seed, -6, 6, DType::f32, host), s.dtype);
     default:
       return randn(shape, seed, DType::f32, host);
   }

@@ -1,7 +1,7 @@
 // lazycl-fuzz: random graphs of 1-40 ops (graph.h) built on the host and on a device, compared.
 //
 //   lazycl-fuzz [--seed S] [--graphs N] [--minutes M] [--max-ops K] [--grad-every K]
-//               [--device cl:0]
+//               [--from G] [--device cl:0]
 //
 // Every graph's values are compared on host and device; for every K-th structure (default 2)
 // the gradient of a random scalar loss too, on host and device and (for smooth graphs) against
@@ -28,6 +28,7 @@ namespace {
 struct Options {
   uint64_t seed = 1;
   int64_t graphs = 100;
+  int64_t from = 0;  // the first graph's number: "graph G (seed S)" in a report reruns as --from G
   double minutes = 0;
   int max_ops = 40;
   int grad_every = 2;  // check gradients of every 2nd structure (0: never)
@@ -37,7 +38,7 @@ struct Options {
 [[noreturn]] void Usage(const std::string& why) {
   std::cerr << "lazycl-fuzz: " << why
             << "\nusage: lazycl-fuzz [--seed S] [--graphs N] [--minutes M] [--max-ops K] "
-               "[--grad-every K] [--device cl:N]\n";
+               "[--grad-every K] [--from G] [--device cl:N]\n";
   std::exit(2);
 }
 
@@ -59,6 +60,8 @@ Options Parse(int argc, char** argv) {
     const std::string value = argv[++i];
     if (flag == "--seed") {
       o.seed = static_cast<uint64_t>(ParseInt(flag, value, 0));
+    } else if (flag == "--from") {
+      o.from = ParseInt(flag, value, 0);
     } else if (flag == "--graphs") {
       o.graphs = ParseInt(flag, value, 0);
     } else if (flag == "--minutes") {
@@ -124,7 +127,7 @@ int Run(const Options& o) {
   };
   int64_t graphs = 0, compared = 0, failed = 0;
   int grads_checked = 0;
-  for (int64_t g = 0; o.graphs == 0 || g < o.graphs; ++g) {
+  for (int64_t g = o.from; o.graphs == 0 || g < o.from + o.graphs; ++g) {
     if (o.minutes > 0 && minutes() >= o.minutes) break;
     const uint64_t structure =
         o.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(g) / kPalettes;

@@ -38,9 +38,9 @@ std::string Expr(const Step& s, uint64_t seed, int palette) {
         return "lt(rand(" + shape + ", " + input_seed +
                ", 0, 1, DType::f32, host), full({}, 0.5, DType::f32, host)).to(dev)";
       }
-      if (s.dtype == DType::i32) {
+      if (s.dtype == DType::i32 || s.dtype == DType::i64) {
         return "cast(rand(" + shape + ", " + input_seed + ", -6, 6, DType::f32, host), " +
-               "DType::i32).to(dev)";
+               (s.dtype == DType::i32 ? "DType::i32" : "DType::i64") + ").to(dev)";
       }
       return "randn(" + shape + ", " + input_seed + ", DType::f32, host).to(dev)";
     }
