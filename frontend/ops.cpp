@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"
+#include "frontend/ops_more.h"
 #include "ir/ir.h"
 
 namespace lazycl {
@@ -25,14 +26,8 @@ using ir::NodePtr;
 using ir::Op;
 using ir::Shape;
 
-int64_t NormalizeDim(int64_t dim, int64_t rank, absl::string_view op, bool inclusive_end = false) {
-  const int64_t limit = inclusive_end ? rank + 1 : rank;
-  if (dim < -limit || dim >= limit) {
-    base::ThrowInvalid(op, absl::StrCat("dim ", dim, " is out of range for a tensor of rank ", rank,
-                                        " (expected ", -limit, " <= dim < ", limit, ")"));
-  }
-  return dim < 0 ? dim + limit : dim;
-}
+using frontend::NormalizeDim;
+using frontend::Reduce;
 
 NodePtr CastNode(NodePtr n, DType dtype) {
   if (n->dtype == dtype) return n;
@@ -161,6 +156,26 @@ std::vector<int64_t> ReduceAxes(const Tensor& x, std::vector<int64_t> dims, absl
   return dims;
 }
 
+// An op of x alone on x's device (views, casts, unary composites): `make` builds its IR.
+Tensor View(const Tensor& x, absl::string_view name, const auto& make) {
+  const Device device = frontend::OpDevice({&x}, name);
+  const NodePtr x0 = NodeOn(x, device, name, 0);
+  return Wrap(make(x0), device, {{&x, x0}});
+}
+
+}  // namespace
+
+namespace frontend {
+
+int64_t NormalizeDim(int64_t dim, int64_t rank, absl::string_view op, bool inclusive_end) {
+  const int64_t limit = inclusive_end ? rank + 1 : rank;
+  if (dim < -limit || dim >= limit) {
+    base::ThrowInvalid(op, absl::StrCat("dim ", dim, " is out of range for a tensor of rank ", rank,
+                                        " (expected ", -limit, " <= dim < ", limit, ")"));
+  }
+  return dim < 0 ? dim + limit : dim;
+}
+
 Tensor Reduce(Op op, const Tensor& x, std::vector<int64_t> dims, bool keepdim,
               absl::string_view name, DType compute) {
   const std::vector<int64_t> axes = ReduceAxes(x, std::move(dims), name);
@@ -179,14 +194,7 @@ Tensor Reduce(Op op, const Tensor& x, std::vector<int64_t> dims, bool keepdim,
   return Wrap(std::move(r), device, {{&x, x0}});
 }
 
-// An op of x alone on x's device (views, casts, unary composites): `make` builds its IR.
-Tensor View(const Tensor& x, absl::string_view name, const auto& make) {
-  const Device device = frontend::OpDevice({&x}, name);
-  const NodePtr x0 = NodeOn(x, device, name, 0);
-  return Wrap(make(x0), device, {{&x, x0}});
-}
-
-}  // namespace
+}  // namespace frontend
 
 Tensor neg(const Tensor& x) { return View(x, "neg", NegNode); }
 Tensor exp(const Tensor& x) { return Unary(Op::kExp, x, "exp", true); }

@@ -18,14 +18,6 @@ namespace lazycl {
 
 namespace frontend {
 
-int64_t NormalizeDimMore(int64_t dim, int64_t rank, absl::string_view op) {
-  if (dim < -rank || dim >= rank) {
-    base::ThrowInvalid(op, absl::StrCat("dim ", dim, " is out of range for a tensor of rank ", rank,
-                                        " (expected ", -rank, " <= dim < ", rank, ")"));
-  }
-  return dim < 0 ? dim + rank : dim;
-}
-
 Tensor Iota(int64_t n, int64_t dim, int64_t rank, Device device) {
   std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
   shape[static_cast<size_t>(dim)] = n;

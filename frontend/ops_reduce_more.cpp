@@ -28,34 +28,7 @@ using ir::NodePtr;
 using ir::Op;
 using ir::Shape;
 
-// The reduction `op` of x over `dims` ({} = all), computed in `compute` (as ops.cpp's).
-Tensor Reduce(Op op, const Tensor& x, std::vector<int64_t> dims, bool keepdim,
-              absl::string_view name, DType compute) {
-  const int64_t rank = frontend::ImplOf(x, name).node->shape.size();
-  if (dims.empty()) {
-    dims.resize(rank);
-    std::iota(dims.begin(), dims.end(), 0);
-  }
-  for (int64_t& d : dims) d = frontend::NormalizeDimMore(d, rank, name);
-  std::sort(dims.begin(), dims.end());
-  if (std::adjacent_find(dims.begin(), dims.end()) != dims.end()) {
-    base::ThrowInvalid(name, absl::StrCat("dims (", absl::StrJoin(dims, ","), ") repeat a dim"));
-  }
-  const Device device = frontend::OpDevice({&x}, name);
-  const NodePtr x0 = NodeOn(x, device, name, 0);
-  NodePtr n = x0;
-  if (n->dtype != compute) n = base::ValueOrThrow(ir::MakeCast(std::move(n), compute));
-  NodePtr r = base::ValueOrThrow(ir::MakeReduce(op, std::move(n), dims));
-  if (!keepdim) {
-    Shape kept;
-    for (size_t d = 0; d < r->shape.size(); ++d) {
-      if (!std::binary_search(dims.begin(), dims.end(), static_cast<int64_t>(d)))
-        kept.push_back(r->shape[d]);
-    }
-    r = base::ValueOrThrow(ir::MakeReshape(std::move(r), std::move(kept)));
-  }
-  return Wrap(std::move(r), device, {{&x, x0}});
-}
+using frontend::Reduce;
 
 Tensor Or(const Tensor& a, const Tensor& b) { return where(a, a, b); }
 Tensor And(const Tensor& a, const Tensor& b) { return where(a, b, a); }
@@ -78,10 +51,10 @@ Tensor ArgExtremum(const Tensor& x, int64_t dim, bool keepdim, bool max_wanted,
                    absl::string_view name) {
   frontend::ImplOf(x, name);
   if (x.dim() == 0) {  // as PyTorch: a rank-0 tensor is one element along dim 0 or -1
-    frontend::NormalizeDimMore(dim, 1, name);
+    frontend::NormalizeDim(dim, 1, name);
     return reshape(ArgExtremum(reshape(x, {1}), 0, false, max_wanted, name), {});
   }
-  const int64_t d = frontend::NormalizeDimMore(dim, x.dim(), name);
+  const int64_t d = frontend::NormalizeDim(dim, x.dim(), name);
   const int64_t n = x.size(d);
   if (n == 0) {
     base::ThrowInvalid(name, absl::StrCat("cannot take the ", name, " of the empty dim ", d, " of ",
@@ -126,10 +99,10 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor cumsum(const Tensor& x, int64_t dim) {
   frontend::ImplOf(x, "cumsum");
   if (x.dim() == 0) {
-    frontend::NormalizeDimMore(dim, 1, "cumsum");
+    frontend::NormalizeDim(dim, 1, "cumsum");
     return reshape(cumsum(reshape(x, {1}), 0), {});
   }
-  const int64_t d = frontend::NormalizeDimMore(dim, x.dim(), "cumsum");
+  const int64_t d = frontend::NormalizeDim(dim, x.dim(), "cumsum");
   const Device device = frontend::OpDevice({&x}, "cumsum");
   const NodePtr x0 = NodeOn(x, device, "cumsum", 0);
   NodePtr n = x0;
@@ -152,7 +125,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim) {
   if (rank == 0) {
     base::ThrowInvalid("topk", "expected a tensor of rank >= 1, got a rank-0 tensor");
   }
-  const int64_t d = frontend::NormalizeDimMore(dim, rank, "topk");
+  const int64_t d = frontend::NormalizeDim(dim, rank, "topk");
   const int64_t n = x.size(d);
   if (k < 0 || k > n) {
     base::ThrowInvalid("topk",
