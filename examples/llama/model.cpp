@@ -193,8 +193,10 @@ Tensor DecoderLayer(const LlamaConfig& c, const Tensor& h, const LlamaLayer& w, 
                     const Tensor& sin) {
   const int64_t b = h.shape()[0], t = h.shape()[1], hd = c.head_dim();
   Tensor x = nn::rms_norm(h, w.attn_norm, c.norm_eps);
-  Tensor q = ApplyRope(SplitHeads(matmul(x, w.wq), c.heads, hd), cos, sin);
-  Tensor k = ApplyRope(SplitHeads(matmul(x, w.wk), c.kv_heads, hd), cos, sin);
+  // The tables are f32; a bf16 or f16 model rotates in its own dtype.
+  const Tensor cos_x = cast(cos, c.dtype), sin_x = cast(sin, c.dtype);
+  Tensor q = ApplyRope(SplitHeads(matmul(x, w.wq), c.heads, hd), cos_x, sin_x);
+  Tensor k = ApplyRope(SplitHeads(matmul(x, w.wk), c.kv_heads, hd), cos_x, sin_x);
   Tensor v = SplitHeads(matmul(x, w.wv), c.kv_heads, hd);
   Tensor a = nn::scaled_dot_product_attention(q, RepeatHeads(k, c.heads), RepeatHeads(v, c.heads),
                                               /*causal=*/true);
@@ -203,7 +205,8 @@ Tensor DecoderLayer(const LlamaConfig& c, const Tensor& h, const LlamaLayer& w, 
   return h2 + matmul(silu(matmul(y, w.w1)) * matmul(y, w.w3), w.w2);
 }
 
-Tensor LlamaForward(const LlamaConfig& c, const LlamaParams& p, const Tensor& ids, LayerLoop loop) {
+Tensor LlamaForward(const LlamaConfig& c, const LlamaParams& p, const Tensor& ids, LayerLoop loop,
+                    ScanOptions scan_options) {
   c.Validate();
   const std::vector<int64_t> s = ids.shape();
   if (s.size() != 2 || s[1] > c.seq) {
@@ -219,7 +222,7 @@ Tensor LlamaForward(const LlamaConfig& c, const LlamaParams& p, const Tensor& id
           std::vector<Tensor>{DecoderLayer(c, carry[0], LlamaLayer::FromList(layer), cos, sin)},
           std::vector<Tensor>{});
     };
-    h = scan(body, {h}, p.layers.list()).carry[0];
+    h = scan(body, {h}, p.layers.list(), scan_options).carry[0];
   } else {
     const std::vector<Tensor> stacked = p.layers.list();
     for (int64_t l = 0; l < c.layers; ++l) {
@@ -232,10 +235,61 @@ Tensor LlamaForward(const LlamaConfig& c, const LlamaParams& p, const Tensor& id
 }
 
 Tensor LlamaLoss(const LlamaConfig& c, const LlamaParams& p, const Tensor& ids,
-                 const Tensor& targets, LayerLoop loop) {
-  Tensor logits = LlamaForward(c, p, ids, loop);
+                 const Tensor& targets, LayerLoop loop, ScanOptions scan_options) {
+  Tensor logits = LlamaForward(c, p, ids, loop, scan_options);
   const int64_t n = ids.shape()[0] * ids.shape()[1];
   return nn::cross_entropy(reshape(logits, {n, c.vocab}), reshape(targets, {n}));
+}
+
+LlamaConfig Llama405BConfig(DType dtype) {
+  LlamaConfig c;
+  c.vocab = 128256;
+  c.dim = 16384;
+  c.layers = 126;
+  c.heads = 128;
+  c.kv_heads = 8;
+  c.ffn = 53248;
+  c.seq = 8192;
+  c.rope_theta = 500000.0;
+  c.dtype = dtype;
+  return c;
+}
+
+Function TraceLlamaLayerStep(const LlamaConfig& c, int64_t batch, Device device) {
+  c.Validate();
+  const auto shapes = Shapes(c);
+  const std::vector<int64_t> h = {batch, c.seq, c.dim};
+  std::vector<TensorSpec> specs = {{h, c.dtype}};
+  for (size_t i = 1; i <= 9; ++i) {
+    specs.push_back({std::vector<int64_t>(shapes[i].begin() + 1, shapes[i].end()), c.dtype});
+  }
+  specs.push_back({{c.seq, c.head_dim() / 2}, DType::f32});
+  specs.push_back({{c.seq, c.head_dim() / 2}, DType::f32});
+  specs.push_back({h, c.dtype});
+  Fn step = [c](const std::vector<Tensor>& args) {
+    std::vector<Tensor> wrt(args.begin(), args.begin() + 10);
+    for (Tensor& t : wrt) t.requires_grad_();
+    const LlamaLayer layer = LlamaLayer::FromList(std::vector<Tensor>(wrt.begin() + 1, wrt.end()));
+    Tensor out = DecoderLayer(c, wrt[0], layer, args[10], args[11]);
+    std::vector<Tensor> results = {out};
+    for (const Tensor& g : grad(out, wrt, args[12])) results.push_back(g);
+    return results;
+  };
+  return trace(step, specs, device);
+}
+
+int64_t MaterializedScanUploadBytes(const LlamaConfig& c, int64_t batch) {
+  const auto shapes = Shapes(c);
+  int64_t elements = 0;
+  for (size_t i = 1; i <= 9; ++i) {  // the stacked layer weights, one layer's slice each
+    int64_t n = 1;
+    for (size_t d = 1; d < shapes[i].size(); ++d) n *= shapes[i][d];
+    elements += n;
+  }
+  elements += batch * c.seq * c.dim;  // the carry
+  const int64_t rope =
+      2 * c.seq * (c.head_dim() / 2) * static_cast<int64_t>(dtype_size(DType::f32));
+  return elements * static_cast<int64_t>(dtype_size(c.dtype)) + rope;
 }
 
 }  // namespace lazycl::examples

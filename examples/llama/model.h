@@ -84,11 +84,30 @@ Tensor DecoderLayer(const LlamaConfig& config, const Tensor& h, const LlamaLayer
 // How the stacked layers are applied: scan (one traced body) or a C++ loop over slices.
 enum class LayerLoop { kScan, kForLoop };
 
-// Logits [B, T, V] of ids [B, T] (i32), T <= config.seq.
+// Logits [B, T, V] of ids [B, T] (i32), T <= config.seq. `scan_options` applies to kScan
+// (lazycl-bench transfer traces the body on materialized inputs through it).
 Tensor LlamaForward(const LlamaConfig& config, const LlamaParams& params, const Tensor& ids,
-                    LayerLoop loop = LayerLoop::kScan);
+                    LayerLoop loop = LayerLoop::kScan, ScanOptions scan_options = {});
 // Mean cross-entropy of predicting targets [B, T] from ids [B, T].
 Tensor LlamaLoss(const LlamaConfig& config, const LlamaParams& params, const Tensor& ids,
-                 const Tensor& targets, LayerLoop loop = LayerLoop::kScan);
+                 const Tensor& targets, LayerLoop loop = LayerLoop::kScan,
+                 ScanOptions scan_options = {});
+
+// Llama 3 405B's shapes (D 16384, 128 heads with 8 key/value heads, FFN 53248, 126 layers,
+// vocabulary 128256, sequence 8192) in `dtype`.
+LlamaConfig Llama405BConfig(DType dtype);
+
+// One step of the layer scan, forward and backward, traced with `trace` on placeholders: the
+// body that scan traces (one decoder layer on the carry h [batch, seq, D], with one layer's
+// weights and the rotary tables) and its vector-Jacobian product (the body of the backward
+// scan). Arguments: h, the layer's 9 weights (LlamaLayer::list() order), cos, sin, and the
+// cotangent of the layer's output; results: the output, then the gradients of h and the 9
+// weights. Nothing is allocated or moved.
+Function TraceLlamaLayerStep(const LlamaConfig& config, int64_t batch, Device device);
+
+// What `scan_materialized` (ScanOptions::trace_on_materialized_inputs) uploads at each forward
+// call of the layer scan for this model: one layer's slice of every stacked weight, the carry
+// [batch, seq, D] and the rotary tables the body captures, in bytes.
+int64_t MaterializedScanUploadBytes(const LlamaConfig& config, int64_t batch);
 
 }  // namespace lazycl::examples
