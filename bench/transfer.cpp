@@ -44,22 +44,41 @@ Tensor Forward(const std::string& strategy, const Tensor& h, const Tensor& weigh
 
 // One step: a fresh host batch in; back on the host, the model's output (inference) or the loss
 // after an SGD step on the device (training).
-std::vector<float> Step(const std::string& strategy, Tensor& weights, Tensor& biases,
-                        const Model& m, int64_t step) {
-  const Device device = weights.device();
-  Tensor h =
-      (randn({m.batch, m.hidden}, 1000 + static_cast<uint64_t>(step), DType::f32, Device::host()))
-          .to(device);
-  Tensor out = Forward(strategy, h, weights, biases, m);
-  if (!m.train) return out.to_vector<float>();
-  Tensor loss = mean(out * out);
-  std::vector<Tensor> g = grad(loss, {weights, biases});
-  constexpr double kLearningRate = 0.05;
-  weights = (weights.detach() - g[0] * kLearningRate).requires_grad_();
-  biases = (biases.detach() - g[1] * kLearningRate).requires_grad_();
-  sync({weights, biases, loss});
-  return {loss.item<float>()};
-}
+class TanhWorkload : public Workload {
+ public:
+  explicit TanhWorkload(const Model& m) : m_(m) {}
+
+  void Setup(Device device) override {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(m_.hidden));
+    weights_ = (randn({m_.layers, m_.hidden, m_.hidden}, 1, DType::f32, Device::host()) * scale)
+                   .to(device);
+    biases_ = (randn({m_.layers, m_.hidden}, 2, DType::f32, Device::host()) * 0.1).to(device);
+    if (m_.train) {
+      weights_.requires_grad_();
+      biases_.requires_grad_();
+    }
+  }
+
+  std::vector<float> Step(const std::string& strategy, int64_t step) override {
+    const Device device = weights_.device();
+    Tensor h = (randn({m_.batch, m_.hidden}, 1000 + static_cast<uint64_t>(step), DType::f32,
+                      Device::host()))
+                   .to(device);
+    Tensor out = Forward(strategy, h, weights_, biases_, m_);
+    if (!m_.train) return out.to_vector<float>();
+    Tensor loss = mean(out * out);
+    std::vector<Tensor> g = grad(loss, {weights_, biases_});
+    constexpr double kLearningRate = 0.05;
+    weights_ = (weights_.detach() - g[0] * kLearningRate).requires_grad_();
+    biases_ = (biases_.detach() - g[1] * kLearningRate).requires_grad_();
+    sync({weights_, biases_, loss});
+    return {loss.item<float>()};
+  }
+
+ private:
+  Model m_;
+  Tensor weights_, biases_;
+};
 
 struct Snapshot {
   int64_t h2d, h2d_n, d2h, d2h_n, trace, alloc, kernels, compiles;
@@ -79,27 +98,22 @@ Result Run(const std::string& strategy, const Model& m,
   r.strategy = strategy;
   r.model = m;
   const Device device = Device::opencl();
-  const double scale = 1.0 / std::sqrt(static_cast<double>(m.hidden));
   const Snapshot setup = Snapshot::Take();
-  Tensor weights =
-      (randn({m.layers, m.hidden, m.hidden}, 1, DType::f32, Device::host()) * scale).to(device);
-  Tensor biases = (randn({m.layers, m.hidden}, 2, DType::f32, Device::host()) * 0.1).to(device);
-  if (m.train) {
-    weights.requires_grad_();
-    biases.requires_grad_();
-  }
+  std::unique_ptr<Workload> workload =
+      m.arch == "llama" ? MakeLlamaWorkload(m) : MakeTanhWorkload(m);
+  workload->Setup(device);
   r.setup_h2d_bytes = Snapshot::Take().h2d - setup.h2d;
 
   // A warm-up step compiles what the strategy needs; graph_compiles counts it, the rest of the
   // figures cover the measured steps only.
   const Snapshot before_warmup = Snapshot::Take();
-  Step(strategy, weights, biases, m, -1);
+  workload->Step(strategy, -1);
   const int64_t warmup_compiles = metrics::counter("GraphCompiles") - before_warmup.compiles;
   metrics::reset();  // DevicePeakBytes now restarts from what the setup holds
   const Snapshot start = Snapshot::Take();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t s = 0; s < m.steps; ++s) {
-    std::vector<float> out = Step(strategy, weights, biases, m, s);
+    std::vector<float> out = workload->Step(strategy, s);
     if (reference != nullptr) {
       for (size_t i = 0; i < out.size(); ++i) {
         r.max_abs_diff =
@@ -132,15 +146,17 @@ std::string HumanBytes(int64_t bytes) {
 
 void PrintTable(const std::vector<Result>& results) {
   std::printf(
-      "%-18s %5s %6s %6s %5s %5s | %10s %10s %5s %10s %5s %10s | %10s %10s %7s %8s %9s %9s\n",
-      "strategy", "mode", "layers", "hidden", "batch", "steps", "setup_h2d", "h2d", "h2d_n", "d2h",
-      "d2h_n", "trace_h2d", "dev_alloc", "dev_peak", "kernels", "compiles", "wall_ms", "max_diff");
+      "%-18s %5s %5s %6s %6s %5s %5s | %10s %10s %5s %10s %5s %10s | %10s %10s %7s %8s %9s "
+      "%9s\n",
+      "strategy", "model", "mode", "layers", "hidden", "batch", "steps", "setup_h2d", "h2d",
+      "h2d_n", "d2h", "d2h_n", "trace_h2d", "dev_alloc", "dev_peak", "kernels", "compiles",
+      "wall_ms", "max_diff");
   for (const Result& r : results) {
     std::printf(
-        "%-18s %5s %6lld %6lld %5lld %5lld | %10s %10s %5lld %10s %5lld %10s | %10s %10s %7lld "
+        "%-18s %5s %5s %6lld %6lld %5lld %5lld | %10s %10s %5lld %10s %5lld %10s | %10s %10s %7lld "
         "%8lld "
         "%9.1f %9.2e\n",
-        r.strategy.c_str(), r.model.train ? "train" : "infer",
+        r.strategy.c_str(), r.model.arch.c_str(), r.model.train ? "train" : "infer",
         static_cast<long long>(r.model.layers), static_cast<long long>(r.model.hidden),
         static_cast<long long>(r.model.batch), static_cast<long long>(r.model.steps),
         HumanBytes(r.setup_h2d_bytes).c_str(), HumanBytes(r.h2d_bytes).c_str(),
@@ -156,17 +172,18 @@ std::string Json(const std::string& device, const std::vector<Result>& results) 
   std::vector<std::string> rows;
   for (const Result& r : results) {
     rows.push_back(absl::StrFormat(
-        "    {\"strategy\": \"%s\", \"train\": %s, \"layers\": %d, \"hidden\": %d, \"batch\": %d, "
+        "    {\"strategy\": \"%s\", \"model\": \"%s\", \"train\": %s, \"layers\": %d, \"hidden\": "
+        "%d, \"batch\": %d, "
         "\"steps\": %d, "
         "\"setup_h2d_bytes\": %d, \"h2d_bytes\": %d, \"h2d_count\": %d, \"d2h_bytes\": %d, "
         "\"d2h_count\": %d, "
         "\"trace_h2d_bytes\": %d, \"device_alloc_bytes\": %d, \"device_peak_bytes\": %d, "
         "\"kernels\": %d, "
         "\"graph_compiles\": %d, \"wall_ms\": %.3f, \"max_abs_diff\": %.6g}",
-        r.strategy, r.model.train ? "true" : "false", r.model.layers, r.model.hidden, r.model.batch,
-        r.model.steps, r.setup_h2d_bytes, r.h2d_bytes, r.h2d_count, r.d2h_bytes, r.d2h_count,
-        r.trace_h2d_bytes, r.device_alloc_bytes, r.device_peak_bytes, r.kernels, r.graph_compiles,
-        r.wall_ms, r.max_abs_diff));
+        r.strategy, r.model.arch, r.model.train ? "true" : "false", r.model.layers, r.model.hidden,
+        r.model.batch, r.model.steps, r.setup_h2d_bytes, r.h2d_bytes, r.h2d_count, r.d2h_bytes,
+        r.d2h_count, r.trace_h2d_bytes, r.device_alloc_bytes, r.device_peak_bytes, r.kernels,
+        r.graph_compiles, r.wall_ms, r.max_abs_diff));
   }
   std::string escaped;
   for (char c : device) {
@@ -223,6 +240,10 @@ bool WriteFile(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+std::unique_ptr<Workload> MakeTanhWorkload(const Model& model) {
+  return std::make_unique<TanhWorkload>(model);
+}
+
 const std::vector<std::string>& TransferStrategies() {
   static const auto* strategies =
       new std::vector<std::string>{"for_loop", "scan_materialized", "scan_placeholder"};
@@ -244,23 +265,36 @@ std::vector<Model> SweepModels(const Model& base) {
   // One family growing in width and depth together, so that each strategy is one line.
   std::vector<Model> models;
   for (auto [l, d] : {std::pair<int64_t, int64_t>{4, 128}, {8, 256}, {16, 512}, {32, 1024}}) {
-    models.push_back({l, d, base.batch, base.steps, base.train});
+    Model m = base;
+    m.layers = l;
+    m.hidden = d;
+    models.push_back(m);
   }
   return models;
 }
 
 int Transfer(const std::vector<std::string>& argv) {
-  Args args(argv, {"sweep", "train"}, {"layers", "hidden", "batch", "steps", "json", "csv", "svg"});
-  const Model defaults;
-  const Model base{args.positive("layers", defaults.layers),
-                   args.positive("hidden", defaults.hidden), args.positive("batch", defaults.batch),
-                   args.positive("steps", defaults.steps), args.flag("train")};
-  if (!args.error().empty()) {
+  Args args(argv, {"sweep", "train"},
+            {"model", "layers", "hidden", "batch", "steps", "seq", "json", "csv", "svg"});
+  const std::string arch = args.option("model").value_or("tanh");
+  // The llama model's defaults are smaller: each of its layers is ~12 D x D matrices.
+  const Model defaults = arch == "llama" ? Model{4, 128, 4, 10} : Model{};
+  Model base{args.positive("layers", defaults.layers), args.positive("hidden", defaults.hidden),
+             args.positive("batch", defaults.batch), args.positive("steps", defaults.steps),
+             args.flag("train")};
+  base.arch = arch;
+  base.seq = args.positive("seq", defaults.seq);
+  std::string error = args.error();
+  if (error.empty() && arch != "tanh" && arch != "llama") {
+    error = absl::StrCat("--model must be tanh or llama, got '", arch, "'");
+  }
+  if (!error.empty()) {
     std::fprintf(stderr,
                  "lazycl-bench transfer: %s\nusage: lazycl-bench transfer [--layers L] [--hidden "
                  "D] [--batch B] "
-                 "[--steps S] [--sweep] [--train] [--json FILE] [--csv FILE] [--svg FILE]\n",
-                 args.error().c_str());
+                 "[--steps S] [--sweep] [--train] [--model tanh|llama] [--seq T] [--json FILE] "
+                 "[--csv FILE] [--svg FILE]\n",
+                 error.c_str());
     return 2;
   }
   const std::vector<Model> models =
@@ -276,6 +310,7 @@ int Transfer(const std::vector<std::string>& argv) {
       results.insert(results.end(), some.begin(), some.end());
     }
     PrintTable(results);
+    if (arch == "llama") PrintLlama405B();
     bool ok = true;
     if (auto path = args.option("json")) ok = WriteFile(*path, Json(device, results)) && ok;
     if (auto path = args.option("csv")) ok = WriteFile(*path, Csv(results)) && ok;

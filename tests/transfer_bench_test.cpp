@@ -6,6 +6,8 @@
 
 #include <map>
 
+#include "examples/llama/model.h"
+
 namespace lazycl::bench {
 namespace {
 
@@ -87,6 +89,59 @@ TEST(TransferBenchTest, ScanCompilesDoNotGrowWithLayers) {
   };
   EXPECT_EQ(compiles(few), 1);
   EXPECT_EQ(compiles(many), 0);
+}
+
+// --model llama: the decoder layers of the example model (examples/llama/model.h), whose scan
+// body captures the rotary tables. Same invariants: placeholders move what the loop moves.
+examples::LlamaConfig LlamaConfigOf(const Model& m) {
+  examples::LlamaConfig c;
+  c.vocab = 256;
+  c.dim = m.hidden;
+  c.layers = m.layers;
+  c.heads = m.hidden / 32;
+  c.kv_heads = c.heads / 2;
+  c.ffn = (8 * m.hidden / 3 + 31) / 32 * 32;
+  c.seq = m.seq;
+  return c;
+}
+
+TEST(TransferBenchTest, LlamaInferenceKeepsTheByteInvariants) {
+  Model m{3, 64, 2, 2};
+  m.arch = "llama";
+  m.seq = 16;
+  auto r = ByStrategy(RunTransfer(m));
+  const Result& loop = r.at("for_loop");
+  const Result& materialized = r.at("scan_materialized");
+  const Result& placeholder = r.at("scan_placeholder");
+  EXPECT_EQ(loop.h2d_bytes, m.steps * m.batch * m.seq * 4);        // token ids up
+  EXPECT_EQ(loop.d2h_bytes, m.steps * m.batch * m.seq * 256 * 4);  // logits down
+  EXPECT_EQ(placeholder.h2d_bytes, loop.h2d_bytes);
+  EXPECT_EQ(placeholder.h2d_count, loop.h2d_count);
+  EXPECT_EQ(placeholder.d2h_bytes, loop.d2h_bytes);
+  EXPECT_EQ(placeholder.trace_h2d_bytes, 0);
+  const int64_t traced = examples::MaterializedScanUploadBytes(LlamaConfigOf(m), m.batch);
+  EXPECT_EQ(materialized.trace_h2d_bytes, m.steps * traced);
+  EXPECT_EQ(materialized.h2d_bytes - loop.h2d_bytes, m.steps * traced);
+  EXPECT_LE(materialized.max_abs_diff, 1e-4);
+  EXPECT_LE(placeholder.max_abs_diff, 1e-4);
+  EXPECT_EQ(placeholder.setup_h2d_bytes, LlamaConfigOf(m).num_parameters() * 4);
+  EXPECT_LE(materialized.graph_compiles + placeholder.graph_compiles, 3);
+}
+
+TEST(TransferBenchTest, LlamaTrainingKeepsTheByteInvariants) {
+  Model m{2, 64, 2, 2, /*train=*/true};
+  m.arch = "llama";
+  m.seq = 8;
+  auto r = ByStrategy(RunTransfer(m));
+  const Result& loop = r.at("for_loop");
+  const Result& placeholder = r.at("scan_placeholder");
+  EXPECT_EQ(loop.h2d_bytes, m.steps * 2 * m.batch * m.seq * 4);  // ids and targets
+  EXPECT_EQ(loop.d2h_bytes, m.steps * 4);                        // the loss
+  EXPECT_EQ(placeholder.h2d_bytes, loop.h2d_bytes);
+  EXPECT_EQ(placeholder.d2h_bytes, loop.d2h_bytes);
+  EXPECT_EQ(placeholder.trace_h2d_bytes, 0);
+  EXPECT_GT(r.at("scan_materialized").trace_h2d_bytes, 0);
+  EXPECT_LE(placeholder.max_abs_diff, 1e-4);
 }
 
 }  // namespace

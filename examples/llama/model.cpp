@@ -115,7 +115,9 @@ std::map<std::string, Tensor> LlamaParams::named() const {
   return named;
 }
 
-static LlamaParams FromParamList(const std::vector<Tensor>& t) {
+LlamaParams LlamaParams::FromList(const std::vector<Tensor>& t) {
+  if (t.size() != 12)
+    throw Error("LlamaParams: expected 12 tensors, got " + std::to_string(t.size()));
   LlamaParams p;
   p.tok_embeddings = t[0];
   p.layers = LlamaLayer::FromList(std::vector<Tensor>(t.begin() + 1, t.begin() + 10));
@@ -140,7 +142,7 @@ LlamaParams LlamaParams::FromNamed(const std::map<std::string, Tensor>& named,
     }
     list.push_back(t);
   }
-  return FromParamList(list);
+  return LlamaParams::FromList(list);
 }
 
 void LlamaParams::requires_grad_() {
@@ -168,7 +170,7 @@ LlamaParams InitLlama(const LlamaConfig& config, uint64_t seed, Device device) {
   sync(list);
   std::vector<Tensor> leaves;
   for (const Tensor& t : list) leaves.push_back(t.detach());
-  return FromParamList(leaves);
+  return LlamaParams::FromList(leaves);
 }
 
 LlamaParams PlaceholderLlama(const LlamaConfig& config, Device device, bool requires_grad) {
@@ -177,7 +179,7 @@ LlamaParams PlaceholderLlama(const LlamaConfig& config, Device device, bool requ
   for (const auto& shape : Shapes(config)) {
     list.push_back(placeholder(shape, config.dtype, device, requires_grad));
   }
-  return FromParamList(list);
+  return LlamaParams::FromList(list);
 }
 
 std::pair<Tensor, Tensor> RopeTables(const LlamaConfig& config, int64_t positions, Device device) {
@@ -287,9 +289,8 @@ int64_t MaterializedScanUploadBytes(const LlamaConfig& c, int64_t batch) {
     elements += n;
   }
   elements += batch * c.seq * c.dim;  // the carry
-  const int64_t rope =
-      2 * c.seq * (c.head_dim() / 2) * static_cast<int64_t>(dtype_size(DType::f32));
-  return elements * static_cast<int64_t>(dtype_size(c.dtype)) + rope;
+  // The rotary tables the body captures are bound to the real tensors: not uploaded again.
+  return elements * static_cast<int64_t>(dtype_size(c.dtype));
 }
 
 }  // namespace lazycl::examples

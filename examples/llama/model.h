@@ -59,6 +59,7 @@ struct LlamaParams {
   // Every parameter, in a fixed order (the order of names()).
   std::vector<Tensor> list() const;
   static const std::vector<std::string>& names();
+  static LlamaParams FromList(const std::vector<Tensor>& list);  // in list() order
   std::map<std::string, Tensor> named() const;
   // From a checkpoint's tensors (load_safetensors): Error naming the missing tensor or the
   // one whose shape or dtype does not match `config`.
@@ -106,8 +107,9 @@ LlamaConfig Llama405BConfig(DType dtype);
 Function TraceLlamaLayerStep(const LlamaConfig& config, int64_t batch, Device device);
 
 // What `scan_materialized` (ScanOptions::trace_on_materialized_inputs) uploads at each forward
-// call of the layer scan for this model: one layer's slice of every stacked weight, the carry
-// [batch, seq, D] and the rotary tables the body captures, in bytes.
+// call of the layer scan for this model: one layer's slice of every stacked weight and the carry
+// [batch, seq, D], in bytes (tensors the body captures, such as the rotary tables, are bound to
+// the real tensors).
 int64_t MaterializedScanUploadBytes(const LlamaConfig& config, int64_t batch);
 
 }  // namespace lazycl::examples
