@@ -59,6 +59,7 @@ struct KernelArg {
 
 // A compiled kernel, owned by its Device's program cache; valid as long as the Device.
 class Kernel;
+using KernelRef = std::shared_ptr<const Kernel>;  // program_cache.h
 
 class Device {
  public:
@@ -82,8 +83,8 @@ class Device {
 
   // Builds `source` with `options` (or finds it in the memory or disk cache) and returns its
   // kernel `name`. A build failure is InvalidArgument carrying the build log and the source.
-  absl::StatusOr<const Kernel*> GetKernel(std::string_view source, std::string_view options,
-                                          std::string_view name);
+  absl::StatusOr<KernelRef> GetKernel(std::string_view source, std::string_view options,
+                                      std::string_view name);
 
   // Enqueues one launch without waiting. `local` empty lets the runtime choose; otherwise each
   // global size must be a multiple of its local size. Written buffers get storage first; read

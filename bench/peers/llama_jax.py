@@ -98,10 +98,14 @@ def loss_fn(c, params, ids, targets):
     return -jnp.mean(jnp.take_along_axis(logp, targets.reshape(-1, 1), axis=1))
 
 
-def adamw(p, g, m, v, t, lr, b1, b2, eps, wd):
-    """torch.optim.AdamW's step t (1-based) on lists of arrays, in float32."""
-    c1 = np.float32(1.0 - b1 ** t)
-    c2 = np.float32(1.0 - b2 ** t)
+def bias_corrections(t, b1, b2):
+    """AdamW's 1 - beta^t for step t (1-based), computed on the host in double as lazycl does."""
+    return np.float32(1.0 - b1 ** t), np.float32(1.0 - b2 ** t)
+
+
+def adamw(p, g, m, v, c1, c2, lr, b1, b2, eps, wd):
+    """torch.optim.AdamW's step on lists of arrays, in float32, with the bias corrections
+    c1, c2 of bias_corrections() (arguments, so that a jitted step does not retrace)."""
     p, m, v = list(p), list(m), list(v)
     for i in range(len(p)):
         p[i] = p[i] * np.float32(1.0 - lr * wd)

@@ -80,7 +80,8 @@ def main():
         if step == 0:
             for name, gi in zip(llama_jax.NAMES, g):
                 lines.append("grad %s %s" % (name, tensor_text(gi)))
-        p, m, v = llama_jax.adamw(p, g, m, v, step + 1, LR, B1, B2, EPS, WD)
+        c1, c2 = llama_jax.bias_corrections(step + 1, B1, B2)
+        p, m, v = llama_jax.adamw(p, g, m, v, c1, c2, LR, B1, B2, EPS, WD)
     with open(sys.argv[1], "w") as out:
         out.write("\n".join(lines) + "\n")
 
