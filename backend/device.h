@@ -91,6 +91,10 @@ class Device {
   // buffers must hold data (FailedPrecondition naming the buffer otherwise).
   absl::Status Launch(const Kernel* kernel, std::span<const KernelArg> args,
                       std::span<const size_t> global, std::span<const size_t> local = {});
+  absl::Status Launch(const KernelRef& kernel, std::span<const KernelArg> args,
+                      std::span<const size_t> global, std::span<const size_t> local = {}) {
+    return Launch(kernel.get(), args, global, local);
+  }
 
   // Waits for everything enqueued.
   absl::Status Finish();

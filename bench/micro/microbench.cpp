@@ -377,7 +377,7 @@ struct Tiny {
 
   Tiny() {
     device = &runtime::OpenClDevice(0);
-    absl::StatusOr<const backend::Kernel*> k = device->GetKernel(kTinySource, "", "tiny");
+    absl::StatusOr<backend::KernelRef> k = device->GetKernel(kTinySource, "", "tiny");
     Check(k.status());
     kernel = *k;
     buffer = device->buffers().Declare(sizeof(float) * global[0], "microbench tiny");
