@@ -139,9 +139,9 @@ class LimitKernels {
   backend::Device& device_;
   std::vector<backend::BufferId> ids_;
   backend::BufferId partial_ = 0;
-  const backend::Kernel* copy_ = nullptr;
-  const backend::Kernel* triad_ = nullptr;
-  const backend::Kernel* read_ = nullptr;
+  backend::KernelRef copy_;
+  backend::KernelRef triad_;
+  backend::KernelRef read_;
 };
 
 Limits MeasureLimits(LimitKernels& k, int repeat) {
