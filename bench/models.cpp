@@ -17,6 +17,7 @@
 #include "bench/commands.h"
 #include "bench/cpu_flags.h"
 #include "bench/timing.h"
+#include "examples/llama/model.h"
 #include "lazycl/lazycl.h"
 #include "runtime/devices.h"
 
@@ -137,6 +138,37 @@ int Models(const std::vector<std::string>& argv) {
         });
       }
       if (wanted("mlp_infer_ms")) ms_row("mlp_infer_ms", 2, [&] { sync({MlpForward(x, w, b)}); });
+    }
+    if (wanted("charlm")) {
+      // examples/char_lm.cpp's model: a training step (forward, backward, AdamW) on a [16, 64]
+      // batch, and one sampling step (the logits of a [1, 64] window, argmax of the last).
+      const examples::LlamaConfig c = examples::CharLmConfig();
+      const Device cl = Device::opencl(0);
+      examples::LlamaParams params = examples::InitLlama(c, 1, cl);
+      params.requires_grad_();
+      optim::AdamW adamw(params.list(), {3e-3, 0.9, 0.99, 1e-8, 0.1});
+      const Tensor ids = cast(clamp(Randn({16, c.seq}, 50, 40.0) + 128.0, 0, 255), DType::i32);
+      const Tensor targets = cast(clamp(Randn({16, c.seq}, 51, 40.0) + 128.0, 0, 255), DType::i32);
+      sync({ids, targets});
+      if (wanted("charlm_train_step_ms")) {
+        ms_row("charlm_train_step_ms", 2, [&] {
+          Tensor loss = examples::LlamaLoss(c, params, ids, targets);
+          loss.backward();
+          adamw.step();
+          adamw.zero_grad();
+          std::vector<Tensor> all = params.list();
+          all.push_back(loss);
+          sync(all);
+        });
+      }
+      if (wanted("charlm_sample_token_ms")) {
+        const Tensor window = slice(ids, 0, 0, 1);
+        ms_row("charlm_sample_token_ms", 2, [&] {
+          NoGradGuard no_grad;
+          const Tensor logits = examples::LlamaForward(c, params, window);
+          (void)argmax(reshape(slice(logits, 1, c.seq - 1, c.seq), {c.vocab}), 0).item<int64_t>();
+        });
+      }
     }
     for (int64_t n : {1024, 2048}) {
       const double flops = 2.0 * static_cast<double>(n * n * n);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"
+#include "frontend/materialize.h"
 #include "lazycl/autograd.h"
 #include "lazycl/ops.h"
 
@@ -101,14 +102,24 @@ Tensor Seed(const TensorImpl& loss, const Tensor* grad_output, absl::string_view
 struct Adjoints {
   absl::flat_hash_map<const GradFn*, std::vector<Tensor>> outputs;  // per GradFn output
   absl::flat_hash_map<const TensorImpl*, Tensor> leaves;
+  std::vector<const TensorImpl*> leaf_order;           // `leaves`' keys in a deterministic order
   absl::flat_hash_set<const TensorImpl*> leaves_seen;  // reached, even with no adjoint
   absl::flat_hash_set<const GradFn*> fns_seen;
 };
 
+[[noreturn]] void ThrowFreed() {
+  base::ThrowInvalid("backward",
+                     "the tensor's graph was freed by an earlier backward() (as PyTorch's "
+                     "retain_graph=False frees it); compute it again, or use lazycl::grad(), "
+                     "which keeps the graph");
+}
+
 Adjoints Propagate(const std::shared_ptr<TensorImpl>& loss, const Tensor& seed) {
   Adjoints adj;
+  if (loss->graph_freed) ThrowFreed();
   if (!loss->grad_fn) {
     adj.leaves[loss.get()] = seed;
+    adj.leaf_order.push_back(loss.get());
     adj.leaves_seen.insert(loss.get());
     return adj;
   }
@@ -121,6 +132,7 @@ Adjoints Propagate(const std::shared_ptr<TensorImpl>& loss, const Tensor& seed) 
     if (next < fn->inputs.size()) {
       const TensorImpl& in = *fn->inputs[next++];
       if (!in.requires_grad) continue;
+      if (in.graph_freed) ThrowFreed();
       if (!in.grad_fn) {
         adj.leaves_seen.insert(&in);
       } else if (adj.fns_seen.insert(in.grad_fn.get()).second) {
@@ -150,7 +162,9 @@ Adjoints Propagate(const std::shared_ptr<TensorImpl>& loss, const Tensor& seed) 
       if (in.grad_fn) {
         Accumulate(outputs_of(in.grad_fn.get())[in.grad_output], ins[i]);
       } else {
-        Accumulate(adj.leaves[&in], ins[i]);
+        auto [it, inserted] = adj.leaves.try_emplace(&in);
+        if (inserted) adj.leaf_order.push_back(&in);
+        Accumulate(it->second, ins[i]);
       }
     }
   }
@@ -289,9 +303,22 @@ void Backward(const Tensor& t, const Tensor* gradient) {
   const TensorImpl& l = ImplOf(t, "backward");
   const Tensor seed = frontend::Seed(l, gradient, "backward");
   frontend::Adjoints adj = frontend::Propagate(t.impl(), seed);
-  for (auto& [leaf, g] : adj.leaves) {
+  // In the order the leaves were reached, so that every step's graph has the same key.
+  std::vector<TensorImpl*> computed = {const_cast<TensorImpl*>(&l)};
+  for (const TensorImpl* leaf : adj.leaf_order) {
     TensorImpl& impl = const_cast<TensorImpl&>(*leaf);
-    frontend::Accumulate(impl.grad, g);
+    frontend::Accumulate(impl.grad, adj.leaves.at(leaf));
+    computed.push_back(impl.grad.impl().get());
+  }
+  // backward() computes, as PyTorch's does: the tensor and the gradients, as one graph per
+  // device (forward and backward fuse). Left pending, the tensor's value would keep the
+  // parameters' old buffers alive into the optimizer step (which could not update them in place).
+  base::ThrowIfError(frontend::Materialize(computed));
+  // The record goes now (retain_graph=False), not when the last handle of `t` does.
+  if (l.grad_fn != nullptr) {
+    TensorImpl& root = const_cast<TensorImpl&>(l);
+    root.graph_freed = true;
+    root.grad_fn.reset();
   }
 }
 
@@ -318,7 +345,10 @@ Tensor Tensor::detach() const {
                                   : base::ValueOrThrow(ir::MakeReshape(n, n->shape)),
                               impl.device);
 }
-bool Tensor::is_leaf() const { return ImplOf(*this, "is_leaf").grad_fn == nullptr; }
+bool Tensor::is_leaf() const {
+  const TensorImpl& impl = ImplOf(*this, "is_leaf");
+  return impl.grad_fn == nullptr && !impl.graph_freed;
+}
 
 namespace {
 thread_local bool grad_enabled = true;

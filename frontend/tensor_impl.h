@@ -35,6 +35,11 @@ struct TensorImpl {
   Tensor grad;
   std::shared_ptr<frontend::GradFn> grad_fn;
   int grad_output = 0;
+  // Set by backward() on the tensor it was called on, whose record it then drops (PyTorch's
+  // retain_graph=False): its saved values, e.g. the parameters' old buffers, go as they would
+  // in PyTorch, so an optimizer can update them in place. A second backward through it is an
+  // Error.
+  bool graph_freed = false;
 };
 
 namespace frontend {

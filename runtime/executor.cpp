@@ -153,7 +153,8 @@ std::vector<uint64_t> GraphKey(const kernels::Graph& graph) {
 
 // Computes `outputs` of one device as one graph.
 absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
-    int device_index, const std::vector<const Node*>& outputs) {
+    int device_index, const std::vector<const Node*>& outputs,
+    std::span<const Donation> donations) {
   const auto start = std::chrono::steady_clock::now();
   BuiltGraph built = BuildGraph(outputs, /*bind_offsets=*/false);
   // Placeholders are caught before anything runs, with the message that names them.
@@ -169,14 +170,43 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
 
   backend::BufferManager& buffers = OpenClDevice(device_index).buffers();
   const Device where = Device::opencl(device_index);
+  // Offers are judged before the bindings below take more references to the buffers.
+  std::vector<std::shared_ptr<ir::Storage>> donated(outputs.size());
+  for (const Donation& offer : donations) {
+    if (offer.output < 0 || static_cast<size_t>(offer.output) >= outputs.size() ||
+        donated[static_cast<size_t>(offer.output)] != nullptr) {
+      return absl::InternalError("a donation names no output, or one output twice");
+    }
+    const std::string refusal =
+        DonationRefusal(built.graph, (*plan)->plan, offer, /*storage_holders_in_graph=*/1);
+    if (refusal.empty()) {
+      donated[static_cast<size_t>(offer.output)] = offer.storage;
+      base::metrics::Add("DonatedBytes", static_cast<int64_t>(offer.storage->bytes()));
+      continue;
+    }
+    base::metrics::Add("DonationsDeclined", 1);
+    if (base::CurrentSettings().debug >= 1) {
+      std::fprintf(stderr, "lazycl: buffer of %s not reused for output %d: %s\n",
+                   offer.storage->manager().Label(offer.storage->id()).c_str(), offer.output,
+                   refusal.c_str());
+    }
+  }
   std::vector<Binding> params;
   for (auto& storage : built.params) params.push_back({storage, 0});
   // Every result is live at the end: a graph whose results cannot all fit fails before any
   // kernel runs, rather than after filling the device with the first ones.
   const std::vector<size_t>& result_bytes = OutputBytes(**plan);
-  if (absl::Status s = buffers.CheckRoom(result_bytes); !s.ok()) return s;
+  std::vector<size_t> new_bytes;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (donated[k] == nullptr) new_bytes.push_back(result_bytes[k]);
+  }
+  if (absl::Status s = buffers.CheckRoom(new_bytes); !s.ok()) return s;
   std::vector<Binding> results;
   for (size_t k = 0; k < outputs.size(); ++k) {
+    if (donated[k] != nullptr) {
+      results.push_back({donated[k], 0});
+      continue;
+    }
     results.push_back(
         {std::make_shared<ir::Storage>(where, &buffers, result_bytes[k],
                                        absl::StrCat("result ", dtype_name(outputs[k]->dtype),
@@ -395,8 +425,10 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> Materialize(
-    int device, const std::vector<const Node*>& outputs, bool wait) {
-  absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> results = RunGraph(device, outputs);
+    int device, const std::vector<const Node*>& outputs, bool wait,
+    std::span<const Donation> donations) {
+  absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> results =
+      RunGraph(device, outputs, donations);
   // A graph that failed half-way may have launched kernels: drain them too.
   if (wait || !results.ok()) {
     if (absl::Status s = OpenClDevice(device).Finish(); !s.ok() && results.ok()) return s;

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/graph.h"
+#include "runtime/donation.h"
 #include "runtime/storage.h"
 
 // The graph executor: the one place that knows the IR, the lowering and the backend.
@@ -27,8 +28,14 @@ inline constexpr int64_t kMaxPendingNodes = 512;
 // LLVM's static objects are being destroyed (a crash), and a read of an empty result would
 // otherwise wait for nothing. `wait = false` only enqueues; the caller must Finish the device
 // (lazycl-bench measures host overhead that way). On failure the device is drained either way.
+//
+// `donations` offer buffers for outputs to be written into (runtime/donation.h): an accepted
+// offer's output is returned as the offered Storage itself, now holding the new value
+// (DonatedBytes); a declined one is computed into a new buffer (DonationsDeclined; LAZYCL_DEBUG
+// >= 1 says why).
 absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> Materialize(
-    int device, const std::vector<const ir::Node*>& outputs, bool wait = true);
+    int device, const std::vector<const ir::Node*>& outputs, bool wait = true,
+    std::span<const Donation> donations = {});
 
 // The message for reading a placeholder: names the word, the shape, the dtype and the device.
 std::string PlaceholderMessage(const ir::Node& leaf, const Device& device);

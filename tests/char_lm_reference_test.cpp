@@ -13,10 +13,7 @@
 
 #include "examples/llama/model.h"
 #include "gtest/gtest.h"
-#if __has_include("lazycl/optim.h")  // TEMPORARY until h-optim merges
 #include "lazycl/optim.h"
-#define HAVE_OPTIM 1
-#endif
 
 namespace lazycl::examples {
 namespace {
@@ -150,7 +147,6 @@ TEST_P(CharLmReference, FirstLossAndGradientsMatchJax) {
   }
 }
 
-#ifdef HAVE_OPTIM
 TEST_P(CharLmReference, TwentyAdamWLossesMatchJax) {
   const Case c = ReadCase();
   ASSERT_EQ(c.params.size(), LlamaParams::names().size());
@@ -178,7 +174,6 @@ TEST_P(CharLmReference, TwentyAdamWLossesMatchJax) {
   // sequence), so agreeing with it means lazycl trained too.
   EXPECT_LT(c.losses.back(), 0.5 * c.losses.front());
 }
-#endif
 
 INSTANTIATE_TEST_SUITE_P(Devices, CharLmReference,
                          ::testing::Values(Device::opencl(0), Device::host()),

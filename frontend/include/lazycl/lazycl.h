@@ -12,4 +12,5 @@
 #include "lazycl/metrics.h"
 #include "lazycl/nn.h"
 #include "lazycl/ops.h"
+#include "lazycl/optim.h"
 #include "lazycl/tensor.h"
