@@ -242,6 +242,12 @@ absl::Status BufferManager::Load(BufferId id) {
   return LoadLocked(Get(id));
 }
 
+absl::Status BufferManager::PrepareRead(BufferId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = LoadLocked(Get(id)); !s.ok()) return s;
+  return CheckReadableLocked(id);
+}
+
 std::optional<HostSource> BufferManager::PendingSource(BufferId id) const {
   std::lock_guard<std::mutex> lock(mu_);
   const Entry& entry = Get(id);

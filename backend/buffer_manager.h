@@ -82,6 +82,9 @@ class BufferManager {
   // one buffer read it once (the manager's mutex is held throughout).
   absl::Status Load(BufferId id);
 
+  // Load, then CheckReadable, under one lock: what a kernel launch does for each buffer it reads.
+  absl::Status PrepareRead(BufferId id);
+
   // The source of a buffer not loaded yet; nullopt once loaded (or never lazily declared).
   std::optional<HostSource> PendingSource(BufferId id) const;
 

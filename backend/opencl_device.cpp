@@ -186,9 +186,7 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
   for (const KernelArg& arg : args) {
     if (arg.kind == KernelArg::Kind::kBuffer && !arg.written) {
       // A buffer still waiting in its file (a checkpoint's tensor) is read in now, once.
-      absl::Status s = impl_->buffers->Load(arg.buffer);
-      if (s.ok()) s = impl_->buffers->CheckReadable(arg.buffer);
-      if (!s.ok()) {
+      if (absl::Status s = impl_->buffers->PrepareRead(arg.buffer); !s.ok()) {
         return absl::Status(s.code(),
                             absl::StrCat("launch of '", kernel->name(), "': ", s.message()));
       }
