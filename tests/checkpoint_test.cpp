@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -533,6 +535,50 @@ TEST_F(CheckpointTest, BrokenFilesAreClearErrorsNamingTheFile) {
   EXPECT_TRUE(Has(e, "load_safetensors") && Has(e, "missing") && Has(e, "No such file")) << e;
   e = ErrorOf([&] { load_safetensors(::testing::TempDir(), cl); });
   EXPECT_TRUE(Has(e, "not a regular file")) << e;
+}
+
+// Figures for the README (not run by default): `checkpoint_test
+// --gtest_also_run_disabled_tests --gtest_filter='*Measure*'`. A 1 GiB file of 16 tensors
+// (written for real, so the reads come from the page cache after the first), loading its header,
+// then the first and second use of one 64 MiB tensor, beside uploading the same bytes from a
+// host vector.
+TEST_F(CheckpointTest, DISABLED_MeasureLoadAndFirstUse) {
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  const Device cl = test::DefaultCl();
+  const std::string path = Path("measure");
+  constexpr int64_t kN = 16 << 20;  // 64 MiB of f32
+  {
+    std::map<std::string, Tensor> tensors;
+    for (int k = 0; k < 16; ++k) {
+      tensors["t" + std::to_string(k)] = full({kN}, k, DType::f32, Device::host());
+    }
+    save_safetensors(path, tensors);
+  }
+  ReadFile(path);  // warm the page cache
+  const std::vector<float> host(kN, 1.0f);
+  tensor(host, {kN}, cl).to_vector<float>();  // warm the pool and the copy paths
+  for (int rep = 0; rep < 3; ++rep) {
+    empty_cache();
+    const auto t0 = Clock::now();
+    std::map<std::string, Tensor> t = load_safetensors(path, cl);
+    const auto t1 = Clock::now();
+    sync({t.at("t5") + 0});  // first use: allocate, read 64 MiB, upload, one kernel
+    const auto t2 = Clock::now();
+    sync({t.at("t5") + 0});  // second use: the kernel only
+    const auto t3 = Clock::now();
+    empty_cache();
+    const auto t4 = Clock::now();
+    Tensor up = tensor(host, {kN}, cl);  // the same bytes uploaded from host memory
+    sync({up + 0});
+    const auto t5 = Clock::now();
+    std::printf(
+        "load header (16 x 64 MiB): %.3f ms | first use of 64 MiB: %.1f ms | second use: %.1f "
+        "ms | tensor() upload + use: %.1f ms\n",
+        ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t4, t5));
+  }
 }
 
 }  // namespace
