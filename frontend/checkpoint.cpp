@@ -168,6 +168,11 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     if (name.empty()) {
       base::ThrowInvalid(kOp, "a tensor has the empty name \"\"; every tensor needs a name");
     }
+    if (name == "__metadata__") {
+      base::ThrowInvalid(kOp,
+                         "the name '__metadata__' is reserved by the safetensors format for "
+                         "the file's metadata; name the tensor otherwise");
+    }
     if (!t.defined()) {
       base::ThrowInvalid(kOp, absl::StrCat("tensor '", name, "' is undefined (no value)"));
     }

@@ -108,10 +108,12 @@ absl::StatusOr<uint64_t> NonNegativeInteger(std::string_view path, const std::st
                                             const Json& value, std::string_view field) {
   if (value.is_number_unsigned()) return value.get<uint64_t>();
   if (value.is_number_integer()) {
-    return BadTensor(path, name, absl::StrCat("has ", base::Sv(field), " ", Quote(value), ": negative"));
+    return BadTensor(path, name,
+                     absl::StrCat("has ", base::Sv(field), " ", Quote(value), ": negative"));
   }
-  return BadTensor(path, name,
-                   absl::StrCat("has ", base::Sv(field), " ", Quote(value), ": expected an integer"));
+  return BadTensor(
+      path, name,
+      absl::StrCat("has ", base::Sv(field), " ", Quote(value), ": expected an integer"));
 }
 
 absl::StatusOr<TensorInfo> ParseTensor(std::string_view path, const std::string& name,
@@ -257,7 +259,7 @@ std::string SupportedNames() {
 
 absl::StatusOr<uint64_t> HeaderLength(std::string_view path, std::string_view first_bytes,
                                       uint64_t file_size) {
-  if (first_bytes.size() < 8) {
+  if (first_bytes.size() < 8 || file_size < 8) {
     return Bad(path, absl::StrCat("the file has ", file_size,
                                   " bytes, fewer than the 8 of the header length"));
   }

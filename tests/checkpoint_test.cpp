@@ -479,6 +479,8 @@ TEST_F(CheckpointTest, BadSavesAreClearErrors) {
   EXPECT_TRUE(Has(e, "save_safetensors") && Has(e, "placeholder") && Has(e, "'p'")) << e;
   e = ErrorOf([&] { save_safetensors(path, {{"", ones({2}, DType::f32, cl)}}); });
   EXPECT_TRUE(Has(e, "save_safetensors") && Has(e, "empty name")) << e;
+  e = ErrorOf([&] { save_safetensors(path, {{"__metadata__", ones({2}, DType::f32, cl)}}); });
+  EXPECT_TRUE(Has(e, "save_safetensors") && Has(e, "reserved")) << e;
   e = ErrorOf([&] { save_safetensors(path, {{"u", Tensor()}}); });
   EXPECT_TRUE(Has(e, "'u'") && Has(e, "undefined")) << e;
   e = ErrorOf([&] { save_safetensors(path, {{"bad\xff", ones({2}, DType::f32, cl)}}); });

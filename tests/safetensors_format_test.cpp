@@ -48,6 +48,7 @@ TEST(SafetensorsFormat, HeaderLengthChecksTheFile) {
       << huge;
   const std::string max = error(Le64(UINT64_MAX), 1000);
   EXPECT_TRUE(Has(max, "over the limit")) << max;
+  EXPECT_TRUE(Has(error(Le64(0), 3), "fewer than the 8"));  // a size that contradicts the bytes
   const std::string past = error(Le64(100), 50);
   EXPECT_TRUE(Has(past, kPath) && Has(past, "past the end of the file")) << past;
   EXPECT_TRUE(Has(error(Le64(kMaxHeaderBytes + 1), kMaxHeaderBytes + 100), "over the limit"));
