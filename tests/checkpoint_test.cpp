@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -224,6 +225,23 @@ TEST_F(CheckpointTest, SavedFileFollowsTheSpec) {
   const std::string data = file.substr(8 + n);
   EXPECT_EQ(data, Raw(mask) + Raw(ids) + Raw(w));
   EXPECT_FALSE(::access((path + ".tmp").c_str(), F_OK) == 0);
+  // Python's own json and struct read it the same way, where there is a python3.
+  if (std::system("python3 -c 'import json, struct' >/dev/null 2>&1") == 0) {
+    const std::string script = Path("check.py");
+    WriteFile(script, R"(import json, struct, sys
+f = open(sys.argv[1], 'rb').read()
+n, = struct.unpack('<Q', f[:8])
+h = json.loads(f[8:8 + n].decode('utf-8'))
+d = f[8 + n:]
+assert list(h) == ['a.mask', 'b.ids', 'w'], list(h)
+assert h['w'] == {'dtype': 'F32', 'shape': [2, 3], 'data_offsets': [19, 43]}, h['w']
+assert list(d[0:3]) == [1, 0, 1]
+assert struct.unpack('<2q', d[3:19]) == (-1, 1 << 40)
+assert struct.unpack('<6f', d[19:43]) == (1.5, -2.0, 3.25, 0.0, -0.0, 7.0)
+assert str(struct.unpack('<6f', d[19:43])[4]) == '-0.0'
+)");
+    EXPECT_EQ(std::system(("python3 " + script + " " + path).c_str()), 0);
+  }
 }
 
 TEST_F(CheckpointTest, ReadsAFileWrittenToTheSpecByHand) {
