@@ -59,6 +59,7 @@ struct KernelArg {
 
 // A compiled kernel, owned by its Device's program cache; valid as long as the Device.
 class Kernel;
+using KernelRef = std::shared_ptr<const Kernel>;  // program_cache.h
 
 class Device {
  public:
@@ -82,8 +83,8 @@ class Device {
 
   // Builds `source` with `options` (or finds it in the memory or disk cache) and returns its
   // kernel `name`. A build failure is InvalidArgument carrying the build log and the source.
-  absl::StatusOr<const Kernel*> GetKernel(std::string_view source, std::string_view options,
-                                          std::string_view name);
+  absl::StatusOr<KernelRef> GetKernel(std::string_view source, std::string_view options,
+                                      std::string_view name);
 
   // Enqueues one launch without waiting. `local` empty lets the runtime choose; otherwise each
   // global size must be a multiple of its local size. Written buffers get storage first; read
@@ -91,6 +92,10 @@ class Device {
   // bytes still wait in a file (BufferManager::Load) is read in first.
   absl::Status Launch(const Kernel* kernel, std::span<const KernelArg> args,
                       std::span<const size_t> global, std::span<const size_t> local = {});
+  absl::Status Launch(const KernelRef& kernel, std::span<const KernelArg> args,
+                      std::span<const size_t> global, std::span<const size_t> local = {}) {
+    return Launch(kernel.get(), args, global, local);
+  }
 
   // Waits for everything enqueued.
   absl::Status Finish();

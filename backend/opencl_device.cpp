@@ -143,7 +143,8 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
   impl->programs = std::make_unique<ProgramCache>(
       impl->context, impl->device,
       ProgramCacheIdentity{info.platform_name, info.device_name, info.driver_version},
-      settings.kernel_cache_dir, settings.debug);
+      settings.kernel_cache_dir, settings.debug,
+      ProgramCacheLimits{settings.program_cache_size, settings.kernel_cache_max_bytes});
   if (settings.debug >= 1) {
     std::fprintf(stderr, "lazycl: opened %s on %s (driver %s)\n", info.device_name.c_str(),
                  info.platform_name.c_str(), info.driver_version.c_str());
@@ -155,8 +156,8 @@ const DeviceInfo& Device::info() const { return impl_->info; }
 
 BufferManager& Device::buffers() { return *impl_->buffers; }
 
-absl::StatusOr<const Kernel*> Device::GetKernel(std::string_view source, std::string_view options,
-                                                std::string_view name) {
+absl::StatusOr<KernelRef> Device::GetKernel(std::string_view source, std::string_view options,
+                                            std::string_view name) {
   return impl_->programs->GetKernel(source, options, name);
 }
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "backend/cl_error.h"
+#include "backend/disk_cache_trim.h"
 #include "base/fault.h"
 #include "base/metrics_registry.h"
 #include "base/string_view.h"
@@ -152,12 +153,29 @@ std::string NumberedSource(std::string_view source) {
 }  // namespace
 
 ProgramCache::ProgramCache(cl::Context context, cl::Device device, ProgramCacheIdentity identity,
-                           std::string cache_dir, int debug)
+                           std::string cache_dir, int debug, ProgramCacheLimits limits)
     : context_(std::move(context)),
       device_(std::move(device)),
       identity_(std::move(identity)),
       cache_dir_(std::move(cache_dir)),
-      debug_(debug) {}
+      debug_(debug),
+      limits_(limits) {}
+
+size_t ProgramCache::size() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return programs_.size();
+}
+
+void ProgramCache::EvictLocked() {
+  while (static_cast<int64_t>(programs_.size()) > limits_.programs) {
+    auto oldest = programs_.begin();
+    for (auto it = programs_.begin(); it != programs_.end(); ++it) {
+      if (it->second->last_use < oldest->second->last_use) oldest = it;
+    }
+    programs_.erase(oldest);
+    base::metrics::Add("ProgramCacheEvictions", 1);
+  }
+}
 
 std::string ProgramCache::KeyText(std::string_view source, std::string_view options) const {
   return absl::StrCat("lazycl ", LAZYCL_VERSION_STRING, "\nplatform: ", identity_.platform_name,
@@ -269,6 +287,7 @@ bool ProgramCache::LoadFromDisk(const std::string& path, const std::string& key,
   if (mark == LoadMark::kMarked) std::filesystem::remove(marker, ec);
   if (err != CL_SUCCESS) return reject(ClErrorName(err));
   base::metrics::Add("ProgramDiskCacheHits", 1);
+  TouchDiskCacheEntry(path);
   base::metrics::RecordTime("CompileTime", NanosSince(start));
   if (debug_ >= 1) {
     std::fprintf(stderr, "lazycl: loaded program %s from disk cache in %.1f ms\n", hash.c_str(),
@@ -314,12 +333,17 @@ void ProgramCache::SaveToDisk(const std::string& path, const std::string& key,
     }
   }
   std::filesystem::rename(temp, path, ec);
-  if (ec) std::filesystem::remove(temp, ec);
+  if (ec) {
+    std::filesystem::remove(temp, ec);
+    return;
+  }
+  if (const int deleted = TrimDiskCache(cache_dir_, limits_.disk_bytes); deleted > 0) {
+    base::metrics::Add("ProgramDiskCacheEvictions", deleted);
+  }
 }
 
-absl::StatusOr<const Kernel*> ProgramCache::GetKernel(std::string_view source,
-                                                      std::string_view options,
-                                                      std::string_view name) {
+absl::StatusOr<KernelRef> ProgramCache::GetKernel(std::string_view source, std::string_view options,
+                                                  std::string_view name) {
   // One build at a time per device: a second thread asking for the same program waits for the
   // first one's build rather than building it again.
   std::lock_guard<std::mutex> lock(mu_);
@@ -340,12 +364,16 @@ absl::StatusOr<const Kernel*> ProgramCache::GetKernel(std::string_view source,
       entry->program = *std::move(built);
       if (!path.empty()) SaveToDisk(path, key, entry->program);
     }
-    it = programs_.emplace(std::move(memory_key), std::move(entry)).first;
+    entry->last_use = ++use_clock_;
+    programs_.emplace(memory_key, std::move(entry));
+    EvictLocked();  // never the new entry: it is the most recently used
+    it = programs_.find(memory_key);
   }
 
   Program& program = *it->second;
+  program.last_use = ++use_clock_;
   auto kernel_it = program.kernels.find(base::Sv(name));
-  if (kernel_it != program.kernels.end()) return kernel_it->second.get();
+  if (kernel_it != program.kernels.end()) return kernel_it->second;
   cl_int err = CL_SUCCESS;
   const std::string name_text(name);
   cl::Kernel kernel(program.program, name_text.c_str(), &err);
@@ -358,9 +386,8 @@ absl::StatusOr<const Kernel*> ProgramCache::GetKernel(std::string_view source,
   }
   if (err != CL_SUCCESS)
     return ClStatus(err, absl::StrCat("clCreateKernel('", base::Sv(name), "')"));
-  auto owned = std::make_unique<Kernel>(std::move(kernel), name_text);
-  const Kernel* result = owned.get();
-  program.kernels.emplace(name_text, std::move(owned));
+  KernelRef result = std::make_shared<const Kernel>(std::move(kernel), name_text);
+  program.kernels.emplace(name_text, result);
   return result;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -91,6 +92,24 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
     settings.kernel_cache_dir = absl::StrCat(*xdg, "/lazycl");
   } else if (auto home = Get(lookup, "HOME")) {
     settings.kernel_cache_dir = absl::StrCat(*home, "/.cache/lazycl");
+  }
+
+  if (auto v = Get(lookup, "LAZYCL_KERNEL_CACHE_MAX_BYTES")) {
+    absl::StatusOr<int64_t> bytes = ParseBytes("LAZYCL_KERNEL_CACHE_MAX_BYTES", *v);
+    if (!bytes.ok()) return bytes.status();
+    if (*bytes == 0) {
+      return Malformed("LAZYCL_KERNEL_CACHE_MAX_BYTES", *v,
+                       "a positive byte count (LAZYCL_KERNEL_CACHE_DIR=off turns the cache off)");
+    }
+    settings.kernel_cache_max_bytes = *bytes;
+  }
+  for (auto [name, field] : {std::pair{"LAZYCL_PROGRAM_CACHE_SIZE", &settings.program_cache_size},
+                             std::pair{"LAZYCL_GRAPH_CACHE_SIZE", &settings.graph_cache_size}}) {
+    if (auto v = Get(lookup, name)) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(*v, &n) || n < 1) return Malformed(name, *v, "a positive integer");
+      *field = n;
+    }
   }
 
   if (auto v = Get(lookup, "LAZYCL_DEBUG")) {

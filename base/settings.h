@@ -17,6 +17,10 @@ enum class TransferGuard { kAllow, kLog, kDisallow };
 // LAZYCL_CODEGEN: which kernel strategies to emit; kAuto follows the device type.
 enum class CodegenStrategy { kAuto, kCpu, kGpu };
 
+inline constexpr int64_t kDefaultKernelCacheMaxBytes = int64_t{1} << 30;  // 1 GiB
+inline constexpr int64_t kDefaultProgramCacheSize = 2048;
+inline constexpr int64_t kDefaultGraphCacheSize = 4096;
+
 // Every LAZYCL_* environment variable, parsed once into one struct (README has the table).
 // Components take the Settings they need by value, so tests can build their own.
 struct Settings {
@@ -24,8 +28,16 @@ struct Settings {
   std::string device;    // LAZYCL_DEVICE: index or case-insensitive substring; "" = first
   DeviceTypeFilter device_type = DeviceTypeFilter::kDefault;  // LAZYCL_DEVICE_TYPE
   std::string kernel_cache_dir;  // LAZYCL_KERNEL_CACHE_DIR, resolved; "" = disk cache off
-  int debug = 0;                 // LAZYCL_DEBUG: 0..3
-  std::string dump_dir;          // LAZYCL_DUMP_DIR: "" = no dumps
+  // LAZYCL_KERNEL_CACHE_MAX_BYTES (K/M/G suffix): the disk cache's bound; past it, the entries
+  // used longest ago are deleted.
+  int64_t kernel_cache_max_bytes = kDefaultKernelCacheMaxBytes;
+  // LAZYCL_PROGRAM_CACHE_SIZE: OpenCL programs each device keeps built in memory (least recently
+  // used past it are released; a kernel still in use stays alive until its last user goes).
+  int64_t program_cache_size = kDefaultProgramCacheSize;
+  // LAZYCL_GRAPH_CACHE_SIZE: lowered graphs (plans) each device keeps.
+  int64_t graph_cache_size = kDefaultGraphCacheSize;
+  int debug = 0;                                         // LAZYCL_DEBUG: 0..3
+  std::string dump_dir;                                  // LAZYCL_DUMP_DIR: "" = no dumps
   TransferGuard transfer_guard = TransferGuard::kAllow;  // LAZYCL_TRANSFER_GUARD
   int64_t device_memory_limit = 0;  // LAZYCL_DEVICE_MEMORY_LIMIT in bytes (K/M/G suffix); 0 = none
   // LAZYCL_DEVICE_POOL_LIMIT in bytes (K/M/G suffix): the most free device memory a device keeps

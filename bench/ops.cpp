@@ -121,13 +121,13 @@ class LimitKernels {
  private:
   static constexpr int64_t kGroups = 256;  // read_pass work-items, each a contiguous chunk
 
-  const backend::Kernel* Kernel(const char* name) {
-    absl::StatusOr<const backend::Kernel*> k = device_.GetKernel(kLimitSource, "", name);
+  backend::KernelRef Kernel(const char* name) {
+    absl::StatusOr<backend::KernelRef> k = device_.GetKernel(kLimitSource, "", name);
     Check(k.status());
     return *k;
   }
-  double Run(const backend::Kernel* k, const std::vector<backend::KernelArg>& args, int64_t global,
-             size_t local) {
+  double Run(const backend::KernelRef& k, const std::vector<backend::KernelArg>& args,
+             int64_t global, size_t local) {
     const size_t g[] = {static_cast<size_t>(global)};
     const size_t l[] = {local};
     const auto start = std::chrono::steady_clock::now();
@@ -139,9 +139,9 @@ class LimitKernels {
   backend::Device& device_;
   std::vector<backend::BufferId> ids_;
   backend::BufferId partial_ = 0;
-  const backend::Kernel* copy_ = nullptr;
-  const backend::Kernel* triad_ = nullptr;
-  const backend::Kernel* read_ = nullptr;
+  backend::KernelRef copy_;
+  backend::KernelRef triad_;
+  backend::KernelRef read_;
 };
 
 Limits MeasureLimits(LimitKernels& k, int repeat) {

@@ -50,7 +50,7 @@ struct CachedPlan {
   kernels::Plan plan;
   std::mutex kernels_mu;
   // Per kernel, per launch: its entry point, created when the launch first runs.
-  std::vector<std::vector<const backend::Kernel*>> kernels;  // guarded by kernels_mu
+  std::vector<std::vector<backend::KernelRef>> kernels;  // guarded by kernels_mu
 };
 
 namespace {
@@ -81,13 +81,16 @@ class GraphCache {
   }
 
   void Trim() {
+    if (capacity == 0) capacity = static_cast<size_t>(base::CurrentSettings().graph_cache_size);
     while (order_.size() > capacity) {
       by_hash_.erase(order_.back()->hash);
       order_.pop_back();
     }
   }
 
-  static inline size_t capacity = kDefaultGraphCacheCapacity;  // guarded by CacheMutex()
+  // LAZYCL_GRAPH_CACHE_SIZE (base::Settings::graph_cache_size) unless a test set it; guarded by
+  // CacheMutex().
+  static inline size_t capacity = 0;  // 0: not read yet
 
  private:
   std::list<std::shared_ptr<CachedPlan>> order_;  // most recently used first
@@ -284,7 +287,9 @@ const std::vector<size_t>& OutputBytes(const CachedPlan& plan) { return plan.pla
 size_t SetGraphCacheCapacity(size_t plans) {
   LAZYCL_CHECK(plans > 0, "a graph cache holds at least one plan");
   std::lock_guard<std::mutex> lock(CacheMutex());
-  const size_t previous = GraphCache::capacity;
+  const size_t previous = GraphCache::capacity == 0
+                              ? static_cast<size_t>(base::CurrentSettings().graph_cache_size)
+                              : GraphCache::capacity;
   GraphCache::capacity = plans;
   for (auto& [device, cache] : GraphCaches()) cache.Trim();
   return previous;
@@ -365,12 +370,12 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
       // A launch over nothing is not run, and its entry point is never created: creating one
       // costs a compile step at its first launch.
       if (std::find(launch.global.begin(), launch.global.end(), 0) != launch.global.end()) continue;
-      const backend::Kernel* kernel = nullptr;
+      backend::KernelRef kernel;
       {
         std::lock_guard<std::mutex> lock(cached.kernels_mu);
-        const backend::Kernel*& entry = cached.kernels[k][l];
+        backend::KernelRef& entry = cached.kernels[k][l];
         if (entry == nullptr) {
-          absl::StatusOr<const backend::Kernel*> created =
+          absl::StatusOr<backend::KernelRef> created =
               device.GetKernel(spec.source, spec.options, launch.name);
           if (!created.ok()) return created.status();
           entry = *created;
@@ -379,7 +384,7 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
       }
       args.erase(args.begin() + static_cast<std::ptrdiff_t>(spec.args.size()), args.end());
       for (const kernels::KernelArgSpec& a : launch.extra_args) args.push_back(arg(a));
-      if (absl::Status s = device.Launch(kernel, args, launch.global, launch.local); !s.ok())
+      if (absl::Status s = device.Launch(kernel.get(), args, launch.global, launch.local); !s.ok())
         return s;
     }
     for (size_t t = 0; t < temps.size(); ++t) {

@@ -53,8 +53,8 @@ struct CachedPlan;
 // (GraphCompiles), evicting the least recently used plan when the cache is full.
 absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device, const kernels::Graph& graph);
 
-// How many plans each device's cache keeps.
-inline constexpr size_t kDefaultGraphCacheCapacity = 4096;
+// How many plans each device's cache keeps: LAZYCL_GRAPH_CACHE_SIZE (default
+// base::kDefaultGraphCacheSize).
 
 // Sets the capacity (at least 1) of every device's cache, evicting down to it now; returns the
 // previous one. For tests, which fill a small cache past its bound.

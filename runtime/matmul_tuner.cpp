@@ -164,13 +164,14 @@ class Runner {
       }
     }
     const kernels::Launch& launch = spec.launches.at(0);
-    absl::StatusOr<const backend::Kernel*> kernel =
+    absl::StatusOr<backend::KernelRef> kernel =
         device_.GetKernel(spec.source, spec.options, launch.name);
     if (!kernel.ok()) return kernel.status();
     std::vector<double> times;
     for (int i = 0; i <= repeat; ++i) {
       const auto start = std::chrono::steady_clock::now();
-      if (absl::Status s = device_.Launch(*kernel, args, launch.global, launch.local); !s.ok())
+      if (absl::Status s = device_.Launch(kernel->get(), args, launch.global, launch.local);
+          !s.ok())
         return s;
       if (absl::Status s = device_.Finish(); !s.ok()) return s;
       if (i > 0)

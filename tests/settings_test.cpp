@@ -145,6 +145,27 @@ TEST(SettingsTest, PoolLimitIsBytesAndZeroMeansNoPool) {
   }
 }
 
+TEST(SettingsTest, CacheBounds) {
+  const base::Settings defaults = *Parse({});
+  EXPECT_EQ(defaults.kernel_cache_max_bytes, base::kDefaultKernelCacheMaxBytes);
+  EXPECT_EQ(defaults.program_cache_size, base::kDefaultProgramCacheSize);
+  EXPECT_EQ(defaults.graph_cache_size, base::kDefaultGraphCacheSize);
+  EXPECT_EQ(Parse({{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "256M"}})->kernel_cache_max_bytes,
+            int64_t{256} << 20);
+  EXPECT_EQ(Parse({{"LAZYCL_PROGRAM_CACHE_SIZE", "10"}})->program_cache_size, 10);
+  EXPECT_EQ(Parse({{"LAZYCL_GRAPH_CACHE_SIZE", "1"}})->graph_cache_size, 1);
+  for (auto [name, bad] :
+       {std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "0"},
+        std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "lots"},
+        std::pair{"LAZYCL_PROGRAM_CACHE_SIZE", "0"}, std::pair{"LAZYCL_PROGRAM_CACHE_SIZE", "-3"},
+        std::pair{"LAZYCL_GRAPH_CACHE_SIZE", "many"}}) {
+    absl::StatusOr<base::Settings> s = Parse({{name, bad}});
+    ASSERT_FALSE(s.ok()) << name << "=" << bad;
+    EXPECT_NE(Message(s.status()).find(name), std::string::npos) << Message(s.status());
+    EXPECT_NE(Message(s.status()).find(bad), std::string::npos) << Message(s.status());
+  }
+}
+
 TEST(SettingsTest, Codegen) {
   EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "gpu"}})->codegen, base::CodegenStrategy::kGpu);
   EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "CPU"}})->codegen, base::CodegenStrategy::kCpu);

@@ -305,7 +305,7 @@ void BM_ProgramCacheHit(benchmark::State& state) {
     Check(device.GetKernel(spec.source, spec.options, spec.launches.front().name).status());
     CounterDelta builds("ProgramBuilds"), loads("ProgramDiskCacheHits");
     for (auto _ : state) {
-      absl::StatusOr<const backend::Kernel*> kernel =
+      absl::StatusOr<backend::KernelRef> kernel =
           device.GetKernel(spec.source, spec.options, spec.launches.front().name);
       Check(kernel.status());
       benchmark::DoNotOptimize(*kernel);
@@ -341,7 +341,7 @@ void BM_ProgramDiskCacheLoad(benchmark::State& state) {
       absl::StatusOr<std::unique_ptr<backend::Device>> fresh = backend::Device::Open(settings, 0);
       Check(fresh.status());
       state.ResumeTiming();
-      absl::StatusOr<const backend::Kernel*> kernel =
+      absl::StatusOr<backend::KernelRef> kernel =
           (*fresh)->GetKernel(spec.source, spec.options, spec.launches.front().name);
       Check(kernel.status());
       benchmark::DoNotOptimize(*kernel);
@@ -370,14 +370,14 @@ __kernel void tiny(__global float* out) {
 
 struct Tiny {
   backend::Device* device = nullptr;
-  const backend::Kernel* kernel = nullptr;
+  backend::KernelRef kernel;
   backend::BufferId buffer = 0;
   size_t global[1] = {64};
   size_t local[1] = {64};
 
   Tiny() {
     device = &runtime::OpenClDevice(0);
-    absl::StatusOr<const backend::Kernel*> k = device->GetKernel(kTinySource, "", "tiny");
+    absl::StatusOr<backend::KernelRef> k = device->GetKernel(kTinySource, "", "tiny");
     Check(k.status());
     kernel = *k;
     buffer = device->buffers().Declare(sizeof(float) * global[0], "microbench tiny");

@@ -100,6 +100,9 @@ def jax_rows(repeat, wanted):
             add(row("mlp_infer_ms",
                     median_ms(lambda: infer(p, x).block_until_ready(), 2, repeat)))
 
+    if wanted("charlm"):
+        charlm_rows(add, repeat, wanted)
+
     mm = jax.jit(lambda a, b: a @ b)
     tn = jax.jit(lambda a, b: a.T @ b)
     nt = jax.jit(lambda a, b: a @ b.T)
@@ -121,6 +124,46 @@ def jax_rows(repeat, wanted):
             add(row("bmm_pv", median_ms(lambda: bmm(p, v).block_until_ready(), 2, repeat),
                     2.0 * 128 * 64 * 32 * 64))
     return rows, f"jax {jax.__version__} on {jax.devices()[0]}"
+
+
+def charlm_rows(add, repeat, wanted):
+    """examples/char_lm.cpp's model and step: a training step (forward, backward, AdamW) on a
+    [16, 64] batch, and one sampling step (the logits of a [1, 64] window, argmax of the last)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import llama_jax
+
+    c = llama_jax.Config(vocab=256, dim=128, layers=4, heads=4, kv_heads=2, ffn=352, seq=64)
+    rng = np.random.default_rng(0)
+    params = [jnp.asarray((0.02 * rng.standard_normal(s)).astype(np.float32))
+              for s in c.shapes()]
+    ids = jnp.asarray(rng.integers(0, 256, size=(16, 64)).astype(np.int32))
+    targets = jnp.asarray(rng.integers(0, 256, size=(16, 64)).astype(np.int32))
+
+    @jax.jit
+    def train_step(p, m, v, c1, c2, ids, targets):
+        loss, g = jax.value_and_grad(lambda p: llama_jax.loss_fn(c, p, ids, targets))(p)
+        p, m, v = llama_jax.adamw(p, g, m, v, c1, c2, 3e-3, 0.9, 0.99, 1e-8, 0.1)
+        return p, m, v, loss
+
+    state = {"p": params, "m": [jnp.zeros_like(x) for x in params],
+             "v": [jnp.zeros_like(x) for x in params], "t": 0}
+    if wanted("charlm_train_step_ms"):
+        def step():
+            state["t"] += 1
+            c1, c2 = llama_jax.bias_corrections(state["t"], 0.9, 0.99)
+            state["p"], state["m"], state["v"], loss = train_step(
+                state["p"], state["m"], state["v"], c1, c2, ids, targets)
+            jax.block_until_ready((state["p"], loss))
+        add(row("charlm_train_step_ms", median_ms(step, 2, repeat)))
+    if wanted("charlm_sample_token_ms"):
+        sample = jax.jit(lambda p, w: jnp.argmax(llama_jax.forward(c, p, w)[0, -1]))
+        window = ids[:1]
+        add(row("charlm_sample_token_ms",
+                median_ms(lambda: int(sample(state["p"], window)), 2, repeat)))
 
 
 def numpy_rows(repeat, wanted):

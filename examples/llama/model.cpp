@@ -243,6 +243,18 @@ Tensor LlamaLoss(const LlamaConfig& c, const LlamaParams& p, const Tensor& ids,
   return nn::cross_entropy(reshape(logits, {n, c.vocab}), reshape(targets, {n}));
 }
 
+LlamaConfig CharLmConfig() {
+  LlamaConfig c;
+  c.vocab = 256;
+  c.dim = 128;
+  c.layers = 4;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.ffn = 352;
+  c.seq = 64;
+  return c;
+}
+
 LlamaConfig Llama405BConfig(DType dtype) {
   LlamaConfig c;
   c.vocab = 128256;

@@ -94,6 +94,10 @@ Tensor LlamaLoss(const LlamaConfig& config, const LlamaParams& params, const Ten
                  const Tensor& targets, LayerLoop loop = LayerLoop::kScan,
                  ScanOptions scan_options = {});
 
+// The model of examples/char_lm.cpp (and of lazycl-bench models' charlm rows): bytes as tokens
+// (vocabulary 256), D 128, 4 layers, 4 heads with 2 key/value heads, FFN 352, context 64.
+LlamaConfig CharLmConfig();
+
 // Llama 3 405B's shapes (D 16384, 128 heads with 8 key/value heads, FFN 53248, 126 layers,
 // vocabulary 128256, sequence 8192) in `dtype`.
 LlamaConfig Llama405BConfig(DType dtype);
