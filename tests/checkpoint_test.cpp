@@ -553,6 +553,9 @@ TEST_F(CheckpointTest, BrokenFilesAreClearErrorsNamingTheFile) {
   }
   std::string e = ErrorOf([&] { load_safetensors(Path("missing"), cl); });
   EXPECT_TRUE(Has(e, "load_safetensors") && Has(e, "missing") && Has(e, "No such file")) << e;
+  WriteFile(path, good);
+  e = ErrorOf([&] { load_safetensors(path, Device::opencl(99)); });
+  EXPECT_TRUE(Has(e, "99")) << e;
   e = ErrorOf([&] { load_safetensors(::testing::TempDir(), cl); });
   EXPECT_TRUE(Has(e, "not a regular file")) << e;
 }
