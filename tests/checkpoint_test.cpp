@@ -1,142 +1,32 @@
-// save_safetensors / load_safetensors (lazycl/checkpoint.h): round trips of every dtype on the
-// device and the host, files written by hand to the spec, laziness measured by the counters (a
-// 1 GiB checkpoint of which one tensor is read), errors for broken files and bad saves, a file
-// truncated after loading, and injected faults during the first upload.
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <chrono>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
+// save_safetensors / load_safetensors (lazycl/checkpoint.h): round trips of every dtype and shape
+// on the device and the host, the file against the spec (and Python's reading of it), files
+// written by hand, device results against the host interpreter, bad saves and broken files.
+// Laziness is checkpoint_lazy_test.cpp.
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <limits>
-#include <random>
+#include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "backend/pool_bins.h"
-#include "base/fault.h"
-#include "test_util.h"
+#include "checkpoint_test_util.h"
 
 namespace lazycl {
 namespace {
 
+using test::BytesOf;
 using test::C;
+using test::CheckpointTest;
 using test::ErrorOf;
+using test::FileBytes;
 using test::Has;
-
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/lazycl_ckpt_" + std::to_string(::getpid()) + "_" + name;
-}
-
-std::string Le64(uint64_t n) {
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i)
-    out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return out;
-}
-
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << path;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// A safetensors file: header `json` (padded to 8 bytes with spaces) then `data`.
-std::string FileBytes(std::string json, const std::string& data) {
-  json.append((8 - json.size() % 8) % 8, ' ');
-  return Le64(json.size()) + json + data;
-}
-
-template <class T>
-std::string Raw(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
-// Values of every kind a dtype holds: for f32 signed zeros, infinities and NaN too.
-std::vector<float> RandomF32(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0, 3);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  const float specials[] = {-0.0f, std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::quiet_NaN(), 1e-40f};
-  for (size_t i = 0; i < n && i < 5; ++i) v[(i * 7) % n] = specials[i];
-  return v;
-}
-template <class T>
-std::vector<T> RandomInt(size_t n, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<T> v(n);
-  for (T& x : v) x = static_cast<T>(rng());
-  if (n > 0) v[0] = std::numeric_limits<T>::min();
-  if (n > 1) v[1] = std::numeric_limits<T>::max();
-  return v;
-}
-std::vector<uint8_t> RandomBool(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (uint8_t& x : v) x = static_cast<uint8_t>(rng() % 2);
-  return v;
-}
-
-// The bytes a tensor holds, read back, whatever its dtype.
-std::string BytesOf(const Tensor& t) {
-  switch (t.dtype()) {
-    case DType::f32:
-      return Raw(t.to_vector<float>());
-    case DType::i32:
-      return Raw(t.to_vector<int32_t>());
-    case DType::i64:
-      return Raw(t.to_vector<int64_t>());
-    case DType::boolean:
-      return Raw(t.to_vector<uint8_t>());
-  }
-  return "";
-}
-
-int64_t Numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-// A [rows, cols] row-major matrix transposed.
-template <class T>
-std::vector<T> Transposed(const std::vector<T>& v, int64_t rows, int64_t cols) {
-  std::vector<T> out(v.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      out[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
-  return out;
-}
-
-class CheckpointTest : public ::testing::Test {
- protected:
-  void TearDown() override {
-    base::fault::Reset();
-    for (const std::string& p : paths_) {
-      ::unlink(p.c_str());
-      ::unlink((p + ".tmp").c_str());
-    }
-  }
-  std::string Path(const std::string& name) {
-    paths_.push_back(TempPath(name));
-    return paths_.back();
-  }
-  std::vector<std::string> paths_;
-};
+using test::Le64;
+using test::Numel;
+using test::RandomBool;
+using test::RandomF32;
+using test::RandomInt;
+using test::Raw;
+using test::ReadFile;
+using test::Transposed;
+using test::WriteFile;
 
 // Tensors of every dtype and awkward shapes on `device`, with the bytes each must save as.
 struct Case {
@@ -296,196 +186,6 @@ TEST_F(CheckpointTest, LoadedTensorsComputeLikeTheHost) {
   for (size_t i = 0; i < device.size(); ++i) test::ExpectNear(device[i], reference[i], 1e-5);
 }
 
-// The acceptance test: a 1 GiB checkpoint (a sparse file) of 65 tensors, one of them used.
-TEST_F(CheckpointTest, OneGiBCheckpointReadsOnlyTheTensorItUses) {
-  const Device cl = test::DefaultCl();
-  const std::string path = Path("gib");
-  constexpr int64_t kBig = 4 << 20;  // elements: 16 MiB of f32
-  constexpr int64_t kUsed = 300001;  // elements of the used tensor, not a pool-bin size
-  std::string json = "{";
-  uint64_t offset = 0;
-  uint64_t used_offset = 0;
-  for (int k = 0; k < 64; ++k) {
-    const std::string name = "layer" + std::to_string(k);
-    json += "\"" + name + "\": {\"dtype\": \"F32\", \"shape\": [" + std::to_string(kBig) +
-            "], \"data_offsets\": [" + std::to_string(offset) + ", " +
-            std::to_string(offset + kBig * 4) + "]}, ";
-    offset += kBig * 4;
-    if (k == 31) {
-      used_offset = offset;
-      json += "\"used\": {\"dtype\": \"F32\", \"shape\": [" + std::to_string(kUsed) +
-              "], \"data_offsets\": [" + std::to_string(offset) + ", " +
-              std::to_string(offset + kUsed * 4) + "]}, ";
-      offset += kUsed * 4;
-    }
-  }
-  json += "\"__metadata__\": {}}";
-  const std::string head = FileBytes(json, "");
-  const uint64_t data_start = head.size();
-  ASSERT_GE(offset, uint64_t{1} << 30);
-  const std::vector<float> used = RandomF32(kUsed, 99);
-  {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::pwrite(fd, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
-    const std::string bytes = Raw(used);
-    ASSERT_EQ(
-        ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(data_start + used_offset)),
-        static_cast<ssize_t>(bytes.size()));
-    ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(data_start + offset)), 0);  // sparse zeros
-    ::close(fd);
-  }
-  empty_cache();
-  metrics::reset();
-  std::map<std::string, Tensor> t = load_safetensors(path, cl);
-  ASSERT_EQ(t.size(), 65u);
-  EXPECT_EQ(C("CheckpointReadBytes"), 0);
-  EXPECT_EQ(C("TransferToDeviceBytes"), 0);
-  EXPECT_EQ(C("DeviceAllocBytes"), 0);
-  EXPECT_EQ(C("DeviceLiveBytes"), 0);
-  EXPECT_EQ(t.at("layer7").shape(), std::vector<int64_t>{kBig});
-
-  const size_t bytes = kUsed * 4;
-  Tensor y = t.at("used") * 2;
-  sync({y});
-  EXPECT_EQ(C("CheckpointReadBytes"), static_cast<int64_t>(bytes));
-  EXPECT_EQ(C("TransferToDeviceBytes"), static_cast<int64_t>(bytes));
-  // The tensor's storage and the result's, each rounded up to its pool bin.
-  EXPECT_EQ(C("DeviceAllocBytes"), 2 * static_cast<int64_t>(backend::PoolBinBytes(bytes)));
-  EXPECT_EQ(C("TransferFromDeviceBytes"), 0);
-
-  // A second use reads and uploads nothing more.
-  metrics::reset();
-  std::vector<float> back = t.at("used").to_vector<float>();
-  Tensor z = sum(t.at("used"));
-  sync({z});
-  EXPECT_EQ(C("CheckpointReadBytes"), 0);
-  EXPECT_EQ(C("TransferToDeviceBytes"), 0);
-  EXPECT_EQ(Raw(back), Raw(used));
-  std::vector<float> twice = y.to_vector<float>();
-  for (size_t i = 0; i < used.size(); ++i) {
-    if (!std::isnan(used[i])) {
-      EXPECT_EQ(twice[i], used[i] * 2) << i;
-    }
-  }
-  // Unused tensors are still unread: reading one now costs exactly its bytes (zeros).
-  metrics::reset();
-  EXPECT_EQ(sum(t.at("layer40")).item<float>(), 0.0f);
-  EXPECT_EQ(C("CheckpointReadBytes"), kBig * 4);
-}
-
-TEST_F(CheckpointTest, HostLoadingIsLazyToo) {
-  const std::string path = Path("host_lazy");
-  const std::vector<float> a = RandomF32(1000, 5), b = RandomF32(10, 6);
-  save_safetensors(
-      path, {{"a", tensor(a, {1000}, Device::host())}, {"b", tensor(b, {10}, Device::host())}});
-  metrics::reset();
-  std::map<std::string, Tensor> t = load_safetensors(path, Device::host());
-  EXPECT_EQ(C("CheckpointReadBytes"), 0);
-  EXPECT_EQ(Raw(t.at("b").to_vector<float>()), Raw(b));
-  EXPECT_EQ(C("CheckpointReadBytes"), 40);
-  EXPECT_EQ(C("TransferToDeviceBytes"), 0);
-  // A host tensor moved to the device is read from the file, then uploaded.
-  Tensor on_cl = t.at("a").to(test::DefaultCl());
-  EXPECT_EQ(C("CheckpointReadBytes"), 40 + 4000);
-  EXPECT_EQ(C("TransferToDeviceBytes"), 4000);
-  EXPECT_EQ(Raw(on_cl.to_vector<float>()), Raw(a));
-}
-
-TEST_F(CheckpointTest, ThreadsFirstReadingOneTensorReadItOnce) {
-  const std::string path = Path("threads");
-  const std::vector<float> a = RandomF32(100000, 8);
-  save_safetensors(path, {{"a", tensor(a, {100000}, Device::host())}});
-  for (Device d : {test::DefaultCl(), Device::host()}) {
-    std::map<std::string, Tensor> t = load_safetensors(path, d);
-    metrics::reset();
-    std::atomic<int> same{0};
-    std::vector<std::thread> threads;
-    for (int k = 0; k < 4; ++k) {
-      threads.emplace_back([&, k] {
-        const std::vector<float> v =
-            k % 2 == 0 ? t.at("a").to_vector<float>() : (t.at("a") * 1).to_vector<float>();
-        if (Raw(v) == Raw(a)) ++same;
-      });
-    }
-    for (std::thread& th : threads) th.join();
-    EXPECT_EQ(same.load(), 4) << d.str();
-    EXPECT_EQ(C("CheckpointReadBytes"), 400000) << d.str();
-  }
-}
-
-TEST_F(CheckpointTest, AFileTruncatedAfterLoadingIsAnErrorNotACrash) {
-  const std::string path = Path("truncated_later");
-  save_safetensors(path, {{"a", ones({64}, DType::f32, Device::host())},
-                          {"b", ones({64}, DType::f32, Device::host())}});
-  for (Device d : {test::DefaultCl(), Device::host()}) {
-    std::map<std::string, Tensor> t = load_safetensors(path, d);
-    ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(ReadFile(path).size() - 100)), 0);
-    const std::string e = ErrorOf([&] { (t.at("b") * 2).to_vector<float>(); });
-    EXPECT_TRUE(Has(e, path) && Has(e, "tensor 'b'") && Has(e, "truncated")) << e;
-    // The tensor keeps its source: it fails again, the same way, and nothing else is hurt.
-    EXPECT_TRUE(Has(ErrorOf([&] { t.at("b").to_vector<float>(); }), "truncated"));
-    EXPECT_EQ(sum(t.at("a")).item<float>(), 64.0f);
-    save_safetensors(path, {{"a", ones({64}, DType::f32, Device::host())},
-                            {"b", ones({64}, DType::f32, Device::host())}});
-  }
-}
-
-TEST_F(CheckpointTest, ReplacingTheFileKeepsTheBytesThatWereLoaded) {
-  const std::string path = Path("replaced");
-  const std::vector<float> a = {1, 2, 3}, b = {4, 5, 6};
-  save_safetensors(path,
-                   {{"a", tensor(a, {3}, Device::host())}, {"b", tensor(b, {3}, Device::host())}});
-  std::map<std::string, Tensor> t = load_safetensors(path, test::DefaultCl());
-  // Saving over the file renames a new one into place: the loaded tensors read the old one.
-  save_safetensors(path, {{"a", t.at("a") + 10}});
-  EXPECT_EQ(t.at("b").to_vector<float>(), b);
-  EXPECT_EQ(t.at("a").to_vector<float>(), a);
-  EXPECT_EQ(load_safetensors(path, Device::host()).at("a").to_vector<float>(),
-            (std::vector<float>{11, 12, 13}));
-}
-
-TEST_F(CheckpointTest, FaultsDuringTheFirstUploadLeaveTheTensorLoadable) {
-  const std::string path = Path("faults");
-  const std::vector<float> a = RandomF32(5000, 3);
-  save_safetensors(path, {{"a", tensor(a, {5000}, Device::host())}});
-  for (base::fault::Site site : {base::fault::Site::kTransfer, base::fault::Site::kAlloc}) {
-    SCOPED_TRACE(base::fault::SiteName(site));
-    std::map<std::string, Tensor> t = load_safetensors(path, test::DefaultCl());
-    empty_cache();  // the allocation must reach the device
-    metrics::reset();
-    // Sticky: a single failed copy or allocation of fresh storage is retried once (drivers that
-    // commit memory late), and the retry would succeed.
-    base::fault::FailFrom(site, 1);
-    const std::string e = ErrorOf([&] { (t.at("a") * 3).to_vector<float>(); });
-    EXPECT_TRUE(Has(e, "injected fault") && Has(e, "tensor 'a'") && Has(e, path)) << e;
-    EXPECT_EQ(C("CheckpointReadBytes"), 0);
-    EXPECT_EQ(C("DeviceLiveBytes"), 0);  // no storage kept
-    base::fault::Reset();
-    EXPECT_EQ(Raw(t.at("a").to_vector<float>()), Raw(a));
-    EXPECT_EQ(C("CheckpointReadBytes"), 20000);
-  }
-}
-
-TEST_F(CheckpointTest, SavingAnUnreadLoadedTensorCopiesItsFileWithoutTransfers) {
-  const std::string path = Path("copy_src"), copy = Path("copy_dst");
-  const std::vector<int64_t> a = RandomInt<int64_t>(777, 4);
-  save_safetensors(path, {{"a", tensor(a, {7, 111}, Device::host())}});
-  std::map<std::string, Tensor> t = load_safetensors(path, test::DefaultCl());
-  metrics::reset();
-  save_safetensors(copy, t);
-  EXPECT_EQ(C("TransferToDeviceBytes"), 0);
-  EXPECT_EQ(C("TransferFromDeviceBytes"), 0);
-  EXPECT_EQ(C("CheckpointReadBytes"), 0);  // still unread
-  EXPECT_EQ(ReadFile(copy), ReadFile(path));
-  // Once read, saving it is a download.
-  sync({t.at("a") + 1});
-  metrics::reset();
-  save_safetensors(copy, t);
-  EXPECT_EQ(C("TransferFromDeviceBytes"), 777 * 8);
-  EXPECT_EQ(ReadFile(copy), ReadFile(path));
-}
-
 TEST_F(CheckpointTest, BadSavesAreClearErrors) {
   const Device cl = test::DefaultCl();
   const std::string path = Path("bad_save");
@@ -558,50 +258,6 @@ TEST_F(CheckpointTest, BrokenFilesAreClearErrorsNamingTheFile) {
   EXPECT_TRUE(Has(e, "99")) << e;
   e = ErrorOf([&] { load_safetensors(::testing::TempDir(), cl); });
   EXPECT_TRUE(Has(e, "not a regular file")) << e;
-}
-
-// Figures for the README (not run by default): `checkpoint_test
-// --gtest_also_run_disabled_tests --gtest_filter='*Measure*'`. A 1 GiB file of 16 tensors
-// (written for real, so the reads come from the page cache after the first), loading its header,
-// then the first and second use of one 64 MiB tensor, beside uploading the same bytes from a
-// host vector.
-TEST_F(CheckpointTest, DISABLED_MeasureLoadAndFirstUse) {
-  using Clock = std::chrono::steady_clock;
-  auto ms = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-  };
-  const Device cl = test::DefaultCl();
-  const std::string path = Path("measure");
-  constexpr int64_t kN = 16 << 20;  // 64 MiB of f32
-  {
-    std::map<std::string, Tensor> tensors;
-    for (int k = 0; k < 16; ++k) {
-      tensors["t" + std::to_string(k)] = full({kN}, k, DType::f32, Device::host());
-    }
-    save_safetensors(path, tensors);
-  }
-  ReadFile(path);  // warm the page cache
-  const std::vector<float> host(kN, 1.0f);
-  tensor(host, {kN}, cl).to_vector<float>();  // warm the pool and the copy paths
-  for (int rep = 0; rep < 3; ++rep) {
-    empty_cache();
-    const auto t0 = Clock::now();
-    std::map<std::string, Tensor> t = load_safetensors(path, cl);
-    const auto t1 = Clock::now();
-    sync({t.at("t5") + 0});  // first use: allocate, read 64 MiB, upload, one kernel
-    const auto t2 = Clock::now();
-    sync({t.at("t5") + 0});  // second use: the kernel only
-    const auto t3 = Clock::now();
-    empty_cache();
-    const auto t4 = Clock::now();
-    Tensor up = tensor(host, {kN}, cl);  // the same bytes uploaded from host memory
-    sync({up + 0});
-    const auto t5 = Clock::now();
-    std::printf(
-        "load header (16 x 64 MiB): %.3f ms | first use of 64 MiB: %.1f ms | second use: %.1f "
-        "ms | tensor() upload + use: %.1f ms\n",
-        ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t4, t5));
-  }
 }
 
 }  // namespace
