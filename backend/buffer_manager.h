@@ -57,7 +57,8 @@ struct HostSource {
 // Device*/Transfer* metrics. The pool holds at most BufferLimits::pool_limit bytes: a release
 // that would pass it first frees the buffers pooled longest ago (a buffer bigger than the
 // whole bound is freed at once). Thread-safe: every public method takes the manager's mutex
-// (a leaf lock but for the metrics registry's; Download copies outside it). A MemoryHandle or
+// (a leaf lock but for the metrics registry's; Download copies outside it, while a lazily
+// declared buffer's first read, Load, reads its file and uploads under it). A MemoryHandle or
 // Data() pointer stays valid while its buffer is not released, so callers use it unlocked.
 class BufferManager {
  public:
