@@ -4,6 +4,7 @@
 #include <atomic>
 #include <iterator>
 #include <mutex>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,15 @@ BufferId BufferManager::Declare(size_t bytes, std::string label) {
   Entry& entry = entries_[id];
   entry.bytes = bytes;
   entry.label = std::move(label);
+  return id;
+}
+
+BufferId BufferManager::Declare(size_t bytes, std::string label, HostSource source) {
+  BufferId id = Declare(bytes, std::move(label));
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& entry = Get(id);
+  entry.written = true;              // it holds data: the file's
+  entry.source = std::move(source);  // even for 0 bytes: Load gives it its (empty) handle
   return id;
 }
 
@@ -190,32 +200,96 @@ absl::Status BufferManager::Upload(BufferId id, const void* src, size_t offset, 
   std::lock_guard<std::mutex> lock(mu_);
   Entry& entry = Get(id);
   if (absl::Status s = CheckRange(entry.label, entry.bytes, offset, bytes); !s.ok()) return s;
+  // A partial write must keep the rest of a lazily declared buffer.
+  if (absl::Status s = LoadLocked(entry); !s.ok()) return s;
   const bool fresh = entry.handle == nullptr;
   if (absl::Status s = Allocate(entry); !s.ok()) return s;
-  if (bytes > 0) {
-    absl::StatusOr<int64_t> nanos = memory_->CopyIn(entry.handle, offset, src, bytes);
-    if (absl::IsResourceExhausted(nanos.status()) && fresh) {
-      // Some drivers only commit memory on first use: give this storage back to the memory,
-      // empty the pool and try once more with fresh storage.
+  if (absl::Status s = CopyInLocked(entry, src, offset, bytes, fresh); !s.ok()) return s;
+  entry.written = true;
+  return absl::OkStatus();
+}
+
+absl::Status BufferManager::CopyInLocked(Entry& entry, const void* src, size_t offset, size_t bytes,
+                                         bool fresh) {
+  if (bytes == 0) return absl::OkStatus();
+  absl::StatusOr<int64_t> nanos = memory_->CopyIn(entry.handle, offset, src, bytes);
+  if (absl::IsResourceExhausted(nanos.status()) && fresh) {
+    // Some drivers only commit memory on first use: give this storage back to the memory,
+    // empty the pool and try once more with fresh storage.
+    Free(entry, /*to_pool=*/false);
+    TrimPoolLocked();
+    if (absl::Status s = Allocate(entry); !s.ok()) return s;
+    nanos = memory_->CopyIn(entry.handle, offset, src, bytes);
+    if (absl::IsResourceExhausted(nanos.status())) {
+      absl::Status oom = OutOfMemory(static_cast<int64_t>(entry.storage_bytes),
+                                     base::StdSv(nanos.status().message()));
       Free(entry, /*to_pool=*/false);
-      TrimPoolLocked();
-      if (absl::Status s = Allocate(entry); !s.ok()) return s;
-      nanos = memory_->CopyIn(entry.handle, offset, src, bytes);
-      if (absl::IsResourceExhausted(nanos.status())) {
-        absl::Status oom = OutOfMemory(static_cast<int64_t>(entry.storage_bytes),
-                                       base::StdSv(nanos.status().message()));
-        Free(entry, /*to_pool=*/false);
-        return oom;
-      }
-    }
-    if (!nanos.ok()) return nanos.status();
-    if (device_) {
-      base::metrics::Add("TransferToDeviceBytes", static_cast<int64_t>(bytes));
-      base::metrics::ThreadTransferBytes() += static_cast<int64_t>(bytes);
-      base::metrics::Add("TransferToDeviceCount", 1);
-      base::metrics::RecordTime("TransferToDeviceTime", *nanos);
+      return oom;
     }
   }
+  if (!nanos.ok()) return nanos.status();
+  if (device_) {
+    base::metrics::Add("TransferToDeviceBytes", static_cast<int64_t>(bytes));
+    base::metrics::ThreadTransferBytes() += static_cast<int64_t>(bytes);
+    base::metrics::Add("TransferToDeviceCount", 1);
+    base::metrics::RecordTime("TransferToDeviceTime", *nanos);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BufferManager::Load(BufferId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return LoadLocked(Get(id));
+}
+
+absl::Status BufferManager::PrepareRead(BufferId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = LoadLocked(Get(id)); !s.ok()) return s;
+  return CheckReadableLocked(id);
+}
+
+std::optional<HostSource> BufferManager::PendingSource(BufferId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry& entry = Get(id);
+  if (entry.source.file == nullptr) return std::nullopt;
+  return entry.source;
+}
+
+absl::Status BufferManager::LoadLocked(Entry& entry) {
+  if (entry.source.file == nullptr) return absl::OkStatus();
+  const base::ReadOnlyFile& file = *entry.source.file;
+  auto fail = [&](const absl::Status& s) {
+    // No storage is kept and the source stays: the next read tries again.
+    Free(entry, /*to_pool=*/true);
+    return absl::Status(s.code(), absl::StrCat("loading ", entry.label, ": ", s.message()));
+  };
+  const bool fresh = entry.handle == nullptr;
+  if (absl::Status s = Allocate(entry); !s.ok()) return fail(s);
+  if (!device_) {
+    // Host storage is host memory: the file is read straight into it.
+    if (entry.bytes > 0) {
+      if (absl::Status s = file.ReadAt(entry.source.offset, entry.handle, entry.bytes); !s.ok())
+        return fail(s);
+    }
+  } else if (entry.bytes > 0) {
+    // Through a bounded staging buffer, one counted upload per chunk.
+    constexpr size_t kChunk = size_t{16} << 20;
+    const size_t staging_bytes = std::min(entry.bytes, kChunk);
+    std::unique_ptr<char[]> staging(new (std::nothrow) char[staging_bytes]);
+    if (staging == nullptr) {
+      return fail(absl::ResourceExhaustedError(
+          absl::StrCat("host out of memory: requested ", staging_bytes, " bytes of staging")));
+    }
+    for (size_t done = 0; done < entry.bytes; done += staging_bytes) {
+      const size_t n = std::min(staging_bytes, entry.bytes - done);
+      if (absl::Status s = file.ReadAt(entry.source.offset + done, staging.get(), n); !s.ok())
+        return fail(s);
+      if (absl::Status s = CopyInLocked(entry, staging.get(), done, n, fresh && done == 0); !s.ok())
+        return fail(s);
+    }
+  }
+  base::metrics::Add("CheckpointReadBytes", static_cast<int64_t>(entry.bytes));
+  entry.source = HostSource{};
   entry.written = true;
   return absl::OkStatus();
 }
@@ -225,9 +299,10 @@ absl::Status BufferManager::Download(BufferId id, void* dst, size_t offset, size
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (absl::Status s = CheckReadableLocked(id); !s.ok()) return s;
-    const Entry& entry = Get(id);
+    Entry& entry = Get(id);
     if (absl::Status s = CheckRange(entry.label, entry.bytes, offset, bytes); !s.ok()) return s;
     if (bytes == 0) return absl::OkStatus();
+    if (absl::Status s = LoadLocked(entry); !s.ok()) return s;
     handle = entry.handle;
   }
   // The copy runs unlocked: the caller holds the buffer (it cannot be released meanwhile), and a
@@ -246,6 +321,8 @@ absl::Status BufferManager::Download(BufferId id, void* dst, size_t offset, size
 absl::Status BufferManager::PrepareWrite(BufferId id) {
   std::lock_guard<std::mutex> lock(mu_);
   Entry& entry = Get(id);
+  // A kernel may write only part of it: the rest must be the file's.
+  if (absl::Status s = LoadLocked(entry); !s.ok()) return s;
   if (absl::Status s = Allocate(entry); !s.ok()) return s;
   entry.written = true;
   return absl::OkStatus();
@@ -314,6 +391,8 @@ const void* BufferManager::Data(BufferId id) const {
   std::lock_guard<std::mutex> lock(mu_);
   const Entry& entry = Get(id);
   LAZYCL_CHECK(!device_, "BufferManager::Data of device buffer '%s'", entry.label.c_str());
+  LAZYCL_CHECK(entry.source.file == nullptr, "BufferManager::Data of '%s' before Load",
+               entry.label.c_str());
   return entry.handle;
 }
 

@@ -5,6 +5,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "backend/memory.h"
+#include "base/file.h"
 
 namespace lazycl::backend {
 
@@ -37,6 +39,13 @@ constexpr int64_t DefaultPoolLimit(int64_t global_mem_bytes) {
   return global_mem_bytes / 8 < kMaxDefault ? global_mem_bytes / 8 : kMaxDefault;
 }
 
+// Where the bytes of a buffer wait until it is first read: `file`, from byte `offset` on (a
+// tensor of a checkpoint, lazycl/checkpoint.h). The shared_ptr keeps the file open.
+struct HostSource {
+  std::shared_ptr<const base::ReadOnlyFile> file;
+  uint64_t offset = 0;
+};
+
 // A buffer is *declared* (a size and a label, no memory), then *allocated* (storage obtained
 // when a kernel is about to write it or data is uploaded), and *written* once data is in it.
 // A declared buffer that is never written is what a placeholder is: reading it is an error.
@@ -48,7 +57,8 @@ constexpr int64_t DefaultPoolLimit(int64_t global_mem_bytes) {
 // Device*/Transfer* metrics. The pool holds at most BufferLimits::pool_limit bytes: a release
 // that would pass it first frees the buffers pooled longest ago (a buffer bigger than the
 // whole bound is freed at once). Thread-safe: every public method takes the manager's mutex
-// (a leaf lock but for the metrics registry's; Download copies outside it). A MemoryHandle or
+// (a leaf lock but for the metrics registry's; Download copies outside it, while a lazily
+// declared buffer's first read, Load, reads its file and uploads under it). A MemoryHandle or
 // Data() pointer stays valid while its buffer is not released, so callers use it unlocked.
 class BufferManager {
  public:
@@ -59,6 +69,25 @@ class BufferManager {
 
   // Costs no memory. `label` names the buffer in error messages.
   BufferId Declare(size_t bytes, std::string label);
+
+  // Declares a buffer whose bytes are `source`'s next `bytes`: it holds data (IsWritten,
+  // CheckReadable) but no storage until its first read (Download, Load; a kernel launch loads
+  // the buffers it reads), which allocates it and reads the file into it. For device memory that
+  // read is counted as uploads (Transfer*), and both kinds count it in CheckpointReadBytes.
+  // Costs no memory and reads nothing until then.
+  BufferId Declare(size_t bytes, std::string label, HostSource source);
+
+  // Reads a buffer's pending HostSource into new storage and forgets the source; OK at once for
+  // a buffer with none. On an error (the file shrank, a failed copy, no memory) the buffer keeps
+  // no storage and still has its source, so a later read tries again. Two threads that load
+  // one buffer read it once (the manager's mutex is held throughout).
+  absl::Status Load(BufferId id);
+
+  // Load, then CheckReadable, under one lock: what a kernel launch does for each buffer it reads.
+  absl::Status PrepareRead(BufferId id);
+
+  // The source of a buffer not loaded yet; nullopt once loaded (or never lazily declared).
+  std::optional<HostSource> PendingSource(BufferId id) const;
 
   // Copies bytes [offset, offset + bytes) from `src` into the buffer, allocating storage first
   // if needed, and marks it written. Counted as a host->device transfer for device memory.
@@ -94,7 +123,8 @@ class BufferManager {
   MemoryHandle Handle(BufferId id) const;
 
   // Host memory only: the address of the buffer's storage (64-byte aligned), nullptr while it
-  // is only declared.
+  // is only declared. A buffer with a pending HostSource must be Load()ed first (a bug
+  // otherwise: it aborts).
   void* Data(BufferId id);
   const void* Data(BufferId id) const;
 
@@ -113,12 +143,17 @@ class BufferManager {
     MemoryHandle handle = nullptr;  // null until allocated
     size_t storage_bytes = 0;       // bytes obtained for `handle`; 0 for a 0-byte buffer
     bool written = false;
+    HostSource source;  // file null unless declared lazily and not loaded yet
   };
   // Everything below runs with mu_ held.
   const Entry& Get(BufferId id) const;
   absl::Status CheckReadableLocked(BufferId id) const;
   void TrimPoolLocked();
   Entry& Get(BufferId id);
+  absl::Status LoadLocked(Entry& entry);
+  // Copies into allocated `entry` (bounds checked by the caller) and counts the upload.
+  // `fresh`: the storage was just obtained, so a ResourceExhausted copy may retry on new storage.
+  absl::Status CopyInLocked(Entry& entry, const void* src, size_t offset, size_t bytes, bool fresh);
 
   // Gives `entry` storage from the pool or the memory.
   absl::Status Allocate(Entry& entry);

@@ -88,7 +88,8 @@ class Device {
 
   // Enqueues one launch without waiting. `local` empty lets the runtime choose; otherwise each
   // global size must be a multiple of its local size. Written buffers get storage first; read
-  // buffers must hold data (FailedPrecondition naming the buffer otherwise).
+  // buffers must hold data (FailedPrecondition naming the buffer otherwise); a read buffer whose
+  // bytes still wait in a file (BufferManager::Load) is read in first.
   absl::Status Launch(const Kernel* kernel, std::span<const KernelArg> args,
                       std::span<const size_t> global, std::span<const size_t> local = {});
   absl::Status Launch(const KernelRef& kernel, std::span<const KernelArg> args,

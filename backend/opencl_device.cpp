@@ -186,9 +186,10 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
   // marked written.
   for (const KernelArg& arg : args) {
     if (arg.kind == KernelArg::Kind::kBuffer && !arg.written) {
-      if (absl::Status s = impl_->buffers->CheckReadable(arg.buffer); !s.ok()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("launch of '", kernel->name(), "': ", s.message()));
+      // A buffer still waiting in its file (a checkpoint's tensor) is read in now, once.
+      if (absl::Status s = impl_->buffers->PrepareRead(arg.buffer); !s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat("launch of '", kernel->name(), "': ", s.message()));
       }
     }
   }

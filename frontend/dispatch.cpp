@@ -127,8 +127,10 @@ Tensor Transfer(const Tensor& t, Device to) {
     if (leaf->storage->placeholder() && !leaf->storage->manager().IsWritten(leaf->storage->id())) {
       base::Throw(absl::FailedPreconditionError(runtime::PlaceholderMessage(*leaf, impl.device)));
     }
-    // Host memory is readable in place; a device buffer is read back into host memory first.
+    // Host memory is readable in place (once a lazily loaded checkpoint tensor is read in); a
+    // device buffer is read back into host memory first.
     host = leaf->storage;
+    if (impl.device.is_host()) base::ThrowIfError(host->manager().Load(host->id()));
     if (!impl.device.is_host()) {
       host = NewStorage(Device::host(), leaf->storage->bytes(), "download");
       base::ThrowIfError(backend::HostMemory().PrepareWrite(host->id()));

@@ -16,6 +16,10 @@ class Storage {
  public:
   Storage(Device device, backend::BufferManager* manager, size_t bytes, std::string label,
           bool placeholder = false);
+  // A buffer whose bytes wait in `source` until first read (BufferManager::Declare): a lazily
+  // loaded checkpoint tensor. It holds data, so it is no placeholder.
+  Storage(Device device, backend::BufferManager* manager, size_t bytes, std::string label,
+          backend::HostSource source);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

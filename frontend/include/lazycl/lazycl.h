@@ -2,6 +2,7 @@
 
 // The umbrella header of lazycl.
 #include "lazycl/autograd.h"
+#include "lazycl/checkpoint.h"
 #include "lazycl/device.h"
 #include "lazycl/dtype.h"
 #include "lazycl/env.h"
