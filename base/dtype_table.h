@@ -17,16 +17,20 @@ struct DTypeInfo {
   const char* cpp;     // the C++ type of to_vector<T>
   bool floating;
   bool integral;  // integers other than bool
-  int rank;       // promotion: the higher rank wins (bool < i32 < i64 < f32)
+  int rank;       // promotion: the higher rank wins (bool < i32 < i64 < f16, bf16 < f32)
 };
 
+// f16 and bf16 are held as their bits (OpenCL C `ushort`, read and written through the
+// conversions of kernels/cl_text.cpp; C++ `uint16_t` through base/half.h).
 inline constexpr DTypeInfo kDTypes[] = {
-    {DType::f32, "f32", 4, "float", "float", true, false, 3},
+    {DType::f32, "f32", 4, "float", "float", true, false, 4},
     {DType::i32, "i32", 4, "int", "int32_t", false, true, 1},
     {DType::i64, "i64", 8, "long", "int64_t", false, true, 2},
     {DType::boolean, "bool", 1, "uchar", "uint8_t", false, false, 0},
+    {DType::f16, "f16", 2, "ushort", "uint16_t", true, false, 3},
+    {DType::bf16, "bf16", 2, "ushort", "uint16_t", true, false, 3},
 };
-static_assert(std::size(kDTypes) == static_cast<size_t>(DType::boolean) + 1,
+static_assert(std::size(kDTypes) == static_cast<size_t>(DType::bf16) + 1,
               "one row per DType, in enum order");
 
 constexpr const DTypeInfo& Info(DType dtype) { return kDTypes[static_cast<size_t>(dtype)]; }

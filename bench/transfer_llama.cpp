@@ -14,7 +14,7 @@
 namespace lazycl::bench {
 namespace {
 
-constexpr DType kLlama405BDtype = DType::f32;
+constexpr DType kLlama405BDtype = DType::bf16;
 
 examples::LlamaConfig ConfigOf(const Model& m) {
   examples::LlamaConfig c;

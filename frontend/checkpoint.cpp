@@ -116,6 +116,9 @@ void WriteTensor(AtomicFile& out, const Tensor& t, size_t bytes) {
       return WriteValues<int64_t>(out, t);
     case DType::boolean:
       return WriteValues<uint8_t>(out, t);
+    case DType::f16:
+    case DType::bf16:
+      return WriteValues<uint16_t>(out, t);
   }
 }
 

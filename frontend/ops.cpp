@@ -84,12 +84,12 @@ NodePtr BroadcastNode(NodePtr n, const Shape& shape) {
 Tensor Scalar(double value, const Tensor& like, bool bake = false) {
   DType dtype = like.dtype();
   const bool integral_value = std::floor(value) == value && std::isfinite(value);
-  if (!integral_value && dtype != DType::f32) dtype = DType::f32;
+  if (!integral_value && !is_floating(dtype)) dtype = DType::f32;
   if (dtype == DType::boolean) dtype = DType::i32;
   // An integral scalar must fit the integer dtype it computes in (PyTorch: "value cannot be
   // converted to type int32 without overflow"), rather than wrap silently.
   const double limit = dtype == DType::i32 ? 2147483648.0 : 9223372036854775808.0;
-  if (dtype != DType::f32 && !(value >= -limit && value < limit)) {
+  if (!is_floating(dtype) && !(value >= -limit && value < limit)) {
     base::Throw(absl::InvalidArgumentError(absl::StrFormat(
         "scalar %.0f cannot be converted to type %s without overflow (the tensor operand is %s%s; "
         "cast it to a wider dtype first)",
@@ -123,7 +123,7 @@ Tensor Binary(Op op, const Tensor& a, const Tensor& b, absl::string_view name,
   NodePtr x = a0;
   NodePtr y = b0;
   DType dtype = promote(x->dtype, y->dtype);
-  if (op == Op::kDiv || op == Op::kPow) dtype = DType::f32;
+  if ((op == Op::kDiv || op == Op::kPow) && !is_floating(dtype)) dtype = DType::f32;
   if (ir::Category(op) == ir::OpCategory::Binary && dtype == DType::boolean) dtype = DType::i32;
   const Shape shape = BroadcastShapes({&x->shape, &y->shape}, name);
   x = BroadcastNode(CastNode(std::move(x), dtype), shape);
@@ -268,7 +268,8 @@ Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
   const std::vector<int64_t> axes = ReduceAxes(x, dims, "mean");
   int64_t count = 1;
   for (int64_t a : axes) count *= x.size(a);
-  Tensor total = Reduce(Op::kSum, x, axes, keepdim, "mean", DType::f32);
+  Tensor total =
+      Reduce(Op::kSum, x, axes, keepdim, "mean", is_floating(x.dtype()) ? x.dtype() : DType::f32);
   // The mean of nothing is NaN, as in NumPy. 1/count is a Scalar (an argument): means over many
   // lengths share one program.
   return total * (count == 0 ? std::nan("") : 1.0 / static_cast<double>(count));

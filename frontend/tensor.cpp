@@ -3,6 +3,8 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -11,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "backend/host_memory.h"
 #include "base/dtype_table.h"
+#include "base/half.h"
 #include "base/settings.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"
@@ -112,17 +115,55 @@ constexpr DType DTypeOf<uint8_t>() {
 
 const char* CppName(DType d) { return base::Info(d).cpp; }
 
+// Whether to_vector<T> reads `have`: T's own dtype; f16 and bf16 also as float (converted)
+// and as uint16_t (their bits).
+template <class T>
+bool Reads(DType have) {
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    return is_half(have);
+  } else if constexpr (std::is_same_v<T, float>) {
+    return have == DType::f32 || is_half(have);
+  } else {
+    return have == DTypeOf<T>();
+  }
+}
+
+template <class T>
+const char* CppNameOf() {
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    return "uint16_t";
+  } else {
+    return CppName(DTypeOf<T>());
+  }
+}
+
+std::string ReadAdvice(DType have) {
+  return is_half(have) ? absl::StrCat(
+                             "read it with to_vector<float>() or, for its bits, "
+                             "to_vector<uint16_t>()")
+                       : absl::StrCat("read it with to_vector<", CppName(have), ">()");
+}
+
 }  // namespace
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   const TensorImpl& impl = ImplOf(*this, "to_vector");
-  constexpr DType want = DTypeOf<T>();
   const DType have = NodeOf(impl)->dtype;
-  if (have != want) {
-    base::Throw(absl::InvalidArgumentError(
-        absl::StrCat("to_vector<", CppName(want), ">: the tensor's dtype is ", dtype_name(have),
-                     "; read it with to_vector<", CppName(have), ">()")));
+  if (!Reads<T>(have)) {
+    base::Throw(absl::InvalidArgumentError(absl::StrCat("to_vector<", CppNameOf<T>(),
+                                                        ">: the tensor's dtype is ",
+                                                        dtype_name(have), "; ", ReadAdvice(have))));
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (is_half(have)) {
+      const std::vector<uint16_t> bits = to_vector<uint16_t>();
+      std::vector<float> out(bits.size());
+      for (size_t i = 0; i < bits.size(); ++i) {
+        out[i] = have == DType::bf16 ? base::Bf16ToFloat(bits[i]) : base::F16ToFloat(bits[i]);
+      }
+      return out;
+    }
   }
   Tensor host = to(Device::host());
   const ir::NodePtr leaf_node = NodeOf(*host.impl());
@@ -150,11 +191,11 @@ T Tensor::item() const {
         absl::StrCat("item: the tensor has ", numel(), " elements (shape ",
                      ir::ShapeString(shape()), "); item() needs exactly one")));
   }
-  constexpr DType want = DTypeOf<T>();
-  if (dtype() != want) {
-    base::Throw(absl::InvalidArgumentError(
-        absl::StrCat("item<", CppName(want), ">: the tensor's dtype is ", dtype_name(dtype()),
-                     "; read it with item<", CppName(dtype()), ">()")));
+  if (!Reads<T>(dtype())) {
+    base::Throw(absl::InvalidArgumentError(absl::StrCat(
+        "item<", CppNameOf<T>(), ">: the tensor's dtype is ", dtype_name(dtype()), "; ",
+        is_half(dtype()) ? std::string("read it with item<float>()")
+                         : absl::StrCat("read it with item<", CppName(dtype()), ">()"))));
   }
   return to_vector<T>()[0];
 }
@@ -163,10 +204,12 @@ template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+template std::vector<uint16_t> Tensor::to_vector<uint16_t>() const;
 template float Tensor::item<float>() const;
 template int32_t Tensor::item<int32_t>() const;
 template int64_t Tensor::item<int64_t>() const;
 template uint8_t Tensor::item<uint8_t>() const;
+template uint16_t Tensor::item<uint16_t>() const;
 
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";

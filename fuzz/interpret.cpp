@@ -174,12 +174,18 @@ std::string Mismatch(const Tensor& want, const Tensor& got) {
     if (count++ < 5) bad << " [" << i << "] host " << w << " device " << g << ";";
   };
   switch (want.dtype()) {
-    case DType::f32: {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: {
+      // A 16-bit result may differ by one of its own ulps (2^-8 or 2^-11 relative).
+      const float rel = want.dtype() == DType::bf16  ? 0x1p-7f
+                        : want.dtype() == DType::f16 ? 0x1p-10f
+                                                     : 1e-4f;
       const std::vector<float> w = want.to_vector<float>();
       const std::vector<float> g = got.to_vector<float>();
       for (size_t i = 0; i < w.size(); ++i) {
         const bool ok = w[i] == g[i] || (std::isnan(w[i]) && std::isnan(g[i])) ||
-                        std::fabs(w[i] - g[i]) <= 1e-4 * std::max(1.0f, std::fabs(w[i])) + 1e-5;
+                        std::fabs(w[i] - g[i]) <= rel * std::max(1.0f, std::fabs(w[i])) + 1e-5;
         if (!ok) report(i, w[i], g[i]);
       }
       break;

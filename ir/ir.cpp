@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/half.h"
 #include "base/status.h"
 #include "ir/post_order.h"
 
@@ -128,7 +129,7 @@ absl::Status CheckTakes(Op op, DType dtype) {
       return base::InvalidArgument(name,
                                    absl::StrCat("expected a bool tensor, got ", dtype_name(dtype)));
     case Takes::kF32OrI64:
-      if (dtype == DType::f32 || dtype == DType::i64) return absl::OkStatus();
+      if (is_floating(dtype) || dtype == DType::i64) return absl::OkStatus();
       return base::InvalidArgument(name,
                                    absl::StrCat(name, " accumulates in f32 or i64; cast first"));
   }
@@ -173,11 +174,13 @@ NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
     const double hi = dtype == DType::i32 ? 2147483647.0 : 9223372036854774784.0;
     value = std::isnan(value) ? 0 : std::trunc(std::clamp(value, lo, hi));
   }
-  if (dtype == DType::f32 && std::isfinite(value)) {
+  if (is_floating(dtype) && std::isfinite(value)) {
     value = std::fabs(value) > std::numeric_limits<float>::max()
                 ? std::copysign(INFINITY, value)
                 : static_cast<double>(static_cast<float>(value));
   }
+  if (dtype == DType::bf16) value = base::Bf16ToFloat(base::FloatToBf16(static_cast<float>(value)));
+  if (dtype == DType::f16) value = base::F16ToFloat(base::FloatToF16(static_cast<float>(value)));
   n.value = value;
   return Finish(std::move(n));
 }
@@ -399,7 +402,7 @@ absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape sh
   Node n;
   n.op = Op::kPad;
   n.dtype = x->dtype;
-  n.value = x->dtype == DType::f32 ? fill : 0;
+  n.value = is_floating(x->dtype) ? fill : 0;
   n.shape = std::move(shape);
   n.args = std::move(before);
   n.operands = {std::move(x)};

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/dtype_table.h"
+#include "base/half.h"
 
 namespace lazycl::kernels {
 
@@ -27,6 +28,10 @@ std::string Literal(double v, DType d) {
     }
     case DType::boolean:
       return v != 0 ? "((uchar)1)" : "((uchar)0)";
+    case DType::f16:
+      return absl::StrCat("((ushort)", base::FloatToF16(static_cast<float>(v)), ")");
+    case DType::bf16:
+      return absl::StrCat("((ushort)", base::FloatToBf16(static_cast<float>(v)), ")");
   }
   return "0";
 }

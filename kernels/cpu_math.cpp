@@ -11,7 +11,47 @@
 namespace lazycl::kernels {
 namespace {
 
-constexpr const char* kNames[] = {"lc_exp", "lc_exp16", "lc_log", "lc_tanh", "lc_erf"};
+constexpr const char* kNames[] = {"lc_exp",         "lc_exp16",      "lc_log",
+                                  "lc_tanh",        "lc_erf",        "lc_bf16_to_f32",
+                                  "lc_f32_to_bf16", "lc_f16_to_f32", "lc_f32_to_f16"};
+
+// The half conversions (cpu_math.h), as base/half.h computes them.
+constexpr const char* kBf16ToF32 =
+    "static inline float lc_bf16_to_f32(ushort h) { return as_float((uint)h << 16); }\n";
+constexpr const char* kF32ToBf16 =
+    "static inline ushort lc_f32_to_bf16(float f) {\n"
+    "  const uint u = as_uint(f);\n"
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x0040u);\n"
+    "  return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
+    "}\n";
+constexpr const char* kF16ToF32 =
+    "static inline float lc_f16_to_f32(ushort h) {\n"
+    "  const uint sign = (uint)(h & 0x8000u) << 16;\n"
+    "  const uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
+    "  if (e == 0x1fu) return as_float(sign | 0x7f800000u | (m << 13));\n"
+    "  if (e != 0u) return as_float(sign | ((e + 112u) << 23) | (m << 13));\n"
+    "  const float v = (float)m * 5.9604644775390625e-8f;\n"
+    "  return sign != 0u ? -v : v;\n"
+    "}\n";
+constexpr const char* kF32ToF16 =
+    "static inline ushort lc_f32_to_f16(float f) {\n"
+    "  const uint u = as_uint(f);\n"
+    "  const ushort sign = (ushort)((u >> 16) & 0x8000u);\n"
+    "  const uint a = u & 0x7fffffffu;\n"
+    "  if (a > 0x7f800000u) return (ushort)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));\n"
+    "  if (a >= 0x477ff000u) return (ushort)(sign | 0x7c00u);\n"
+    "  if (a >= 0x38800000u) {\n"
+    "    const uint r = a - 0x38000000u;\n"
+    "    return (ushort)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));\n"
+    "  }\n"
+    "  if (a < 0x33000000u) return sign;\n"
+    "  const uint e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;\n"
+    "  const uint shift = 126u - e;\n"
+    "  uint h = m >> shift;\n"
+    "  const uint rest = m & ((1u << shift) - 1u), tie = 1u << (shift - 1u);\n"
+    "  if (rest > tie || (rest == tie && (h & 1u))) ++h;\n"
+    "  return (ushort)(sign | h);\n"
+    "}\n";
 
 // The definition of `static inline float <name>(` in cpu_math.cl, through its closing line.
 std::string Definition(std::string_view name) {
@@ -59,15 +99,19 @@ std::string RenameIdentifiers(std::string_view text, const std::vector<std::stri
 const char* CpuMathName(CpuMath f) { return kNames[static_cast<int>(f)]; }
 
 const std::string& CpuMathSource(CpuMath f) {
-  static const std::array<std::string, 5>* sources = [] {
+  static const std::array<std::string, 9>* sources = [] {
     const std::string exp = Definition("lc_exp");
-    return new std::array<std::string, 5>{
+    return new std::array<std::string, 9>{
         exp,
         RenameIdentifiers(exp, {"lc_exp", "float", "int", "as_float", "as_int"},
                           {"lc_exp16", "float16", "int16", "as_float16", "as_int16"}),
         Definition("lc_log"),
         Definition("lc_tanh"),
         Definition("lc_erf"),
+        kBf16ToF32,
+        kF32ToBf16,
+        kF16ToF32,
+        kF32ToF16,
     };
   }();
   return (*sources)[static_cast<int>(f)];

@@ -12,6 +12,12 @@ enum class CpuMath {
   kLog,    // lc_log(float)
   kTanh,   // lc_tanh(float)
   kErf,    // lc_erf(float); calls lc_exp, so a kernel that calls it carries kExp first
+  // f16 and bf16 bits (ushort) to and from float, rounding to nearest even; every strategy
+  // uses these (the same arithmetic as base/half.h, bit for bit).
+  kBf16ToF32,  // lc_bf16_to_f32(ushort)
+  kF32ToBf16,  // lc_f32_to_bf16(float)
+  kF16ToF32,   // lc_f16_to_f32(ushort)
+  kF32ToF16,   // lc_f32_to_f16(float)
 };
 
 // The name a kernel calls it by: "lc_exp".

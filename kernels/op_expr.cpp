@@ -64,8 +64,20 @@ const char* Exp(const ExprArgs& a, Calls* calls) {
   return Builtin("exp", a.vector ? CpuMath::kExp16 : CpuMath::kExp, a, calls);
 }
 
-std::string Convert(const std::string& x, DType from, DType to) {
+// f16 and bf16 are their bits (ushort), converted through f32 by the helpers that
+// CpuMathSource defines (the kernel carries those it calls).
+std::string Convert(const std::string& x, DType from, DType to, Calls* calls) {
   if (from == to) return x;
+  if (is_half(to)) {
+    const CpuMath f = to == DType::bf16 ? CpuMath::kF32ToBf16 : CpuMath::kF32ToF16;
+    calls->push_back(f);
+    return absl::StrCat(CpuMathName(f), "(", Convert(x, from, DType::f32, calls), ")");
+  }
+  if (is_half(from)) {
+    const CpuMath f = from == DType::bf16 ? CpuMath::kBf16ToF32 : CpuMath::kF16ToF32;
+    calls->push_back(f);
+    return Convert(absl::StrCat(CpuMathName(f), "(", x, ")"), DType::f32, to, calls);
+  }
   if (to == DType::boolean) return absl::StrCat("(uchar)(", x, " != ", Zero(from), ")");
   if (from == DType::f32 && to == DType::i32) return absl::StrCat("convert_int_sat(", x, ")");
   if (from == DType::f32 && to == DType::i64) return absl::StrCat("convert_long_sat(", x, ")");
@@ -114,7 +126,7 @@ constexpr OpExprRow kOpExprs[] = {
     {Op::kCos, [](const ExprArgs& a, Calls*) { return Call("cos", a); }},
     {Op::kErf, [](const ExprArgs& a, Calls* c) { return Call(Erf(a, c), a); }},
     {Op::kNot, [](const ExprArgs& a, Calls*) { return absl::StrCat("(uchar)(!", a.x[0], ")"); }},
-    {Op::kCast, [](const ExprArgs& a, Calls*) { return Convert(a.x[0], a.from, a.dtype); }},
+    {Op::kCast, [](const ExprArgs& a, Calls* c) { return Convert(a.x[0], a.from, a.dtype, c); }},
     {Op::kAdd, [](const ExprArgs& a, Calls*) { return Arithmetic(a, "+"); }},
     {Op::kMul, [](const ExprArgs& a, Calls*) { return Arithmetic(a, "*"); }},
     {Op::kDiv, [](const ExprArgs& a, Calls*) { return absl::StrCat(a.x[0], " / ", a.x[1]); }},
@@ -192,6 +204,9 @@ constexpr ReduceRow kReduces[] = {
            return "LONG_MIN";
          case DType::boolean:
            return "((uchar)0)";
+         case DType::f16:
+         case DType::bf16:
+           break;  // half values reduce in f32 (ir/half_precision.h)
        }
        return "";
      }},
@@ -207,6 +222,9 @@ constexpr ReduceRow kReduces[] = {
            return "LONG_MAX";
          case DType::boolean:
            return "((uchar)1)";
+         case DType::f16:
+         case DType::bf16:
+           break;  // half values reduce in f32 (ir/half_precision.h)
        }
        return "";
      }},

@@ -18,6 +18,7 @@
 #include "backend/device.h"
 #include "base/check.h"
 #include "base/metrics_registry.h"
+#include "ir/half_precision.h"
 #include "ir/post_order.h"
 #include "kernels/lower.h"
 #include "runtime/devices.h"
@@ -244,6 +245,17 @@ BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets
   kernels::Graph& graph = built.graph;
   graph.bind_offsets = bind_offsets;
   graph.nodes = TopologicalOrder(outputs);
+  // f16 and bf16 values compute in f32 (ir/half_precision.h): the graph lowered is the rewritten
+  // one, with the same outputs' shapes and dtypes and the same Buffer leaves.
+  std::vector<const Node*> roots = outputs;
+  if (std::any_of(graph.nodes.begin(), graph.nodes.end(),
+                  [](const Node* n) { return is_half(n->dtype); })) {
+    built.rewritten = ir::ComputeHalfInF32(outputs);
+    for (size_t k = 0; k < roots.size(); ++k) {
+      if (built.rewritten[k] != nullptr) roots[k] = built.rewritten[k].get();
+    }
+    graph.nodes = TopologicalOrder(roots);
+  }
   absl::flat_hash_map<const Node*, int> index;
   for (size_t i = 0; i < graph.nodes.size(); ++i) index[graph.nodes[i]] = static_cast<int>(i);
   graph.param_of.assign(graph.nodes.size(), -1);
@@ -265,7 +277,7 @@ BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets
     built.scalars.push_back(graph.nodes[i]->value);
   }
   graph.num_scalars = static_cast<int>(built.scalars.size());
-  for (const Node* out : outputs) graph.outputs.push_back(index.at(out));
+  for (const Node* out : roots) graph.outputs.push_back(index.at(out));
   return built;
 }
 
@@ -384,7 +396,11 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
           case DType::i32:
           case DType::boolean:
             return backend::KernelArg::Int32(static_cast<int32_t>(v));
+          case DType::f16:
+          case DType::bf16:
+            break;  // half scalars are f32 after ir::ComputeHalfInF32
         }
+        LAZYCL_CHECK(false, "a %s scalar reached a kernel", dtype_name(a.dtype));
         break;
       }
     }

@@ -22,6 +22,8 @@
 #include "absl/strings/str_cat.h"
 #include "backend/host_memory.h"
 #include "base/check.h"
+#include "base/half.h"
+#include "ir/half_precision.h"
 #include "ir/post_order.h"
 #include "runtime/host_indexing.h"
 
@@ -36,8 +38,11 @@ using Bool = uint8_t;  // the element type of DType::boolean, always 0 or 1
 
 // The value of one evaluated node: its elements, contiguous row-major in the node's shape. The
 // alternative held is the node's dtype.
-using Array =
-    std::variant<std::vector<float>, std::vector<int32_t>, std::vector<int64_t>, std::vector<Bool>>;
+// f16 and bf16 values are their bits (uint16_t): ir::ComputeHalfInF32 leaves only Buffer
+// leaves and Casts of them to evaluate (EvalCast converts).
+using Half = uint16_t;
+using Array = std::variant<std::vector<float>, std::vector<int32_t>, std::vector<int64_t>,
+                           std::vector<Bool>, std::vector<Half>>;
 
 template <typename T>
 struct Tag {
@@ -56,6 +61,9 @@ Array WithType(DType dtype, F&& f) {
       return f(Tag<int64_t>{});
     case DType::boolean:
       return f(Tag<Bool>{});
+    case DType::f16:
+    case DType::bf16:
+      return f(Tag<Half>{});
   }
   LAZYCL_CHECK(false, "unknown dtype %d", static_cast<int>(dtype));
   return {};
@@ -439,7 +447,34 @@ absl::StatusOr<Array> EvalFill(const Node& node, const Operands&) {
   });
 }
 
+// Casts to and from f16 and bf16 go through f32, rounding to nearest even (base/half.h).
 absl::StatusOr<Array> EvalCast(const Node& node, const Operands& in) {
+  const DType from = node.operands[0]->dtype;
+  if (is_half(node.dtype)) {
+    LAZYCL_CHECK(from == DType::f32, "a cast to %s reads %s (ComputeHalfInF32 casts from f32)",
+                 dtype_name(node.dtype), dtype_name(from));
+    const std::vector<float>& x = As<float>(*in[0]);
+    std::vector<Half> out(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      out[i] = node.dtype == DType::bf16 ? base::FloatToBf16(x[i]) : base::FloatToF16(x[i]);
+    }
+    return out;
+  }
+  if (is_half(from)) {
+    const std::vector<Half>& x = As<Half>(*in[0]);
+    std::vector<float> wide(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      wide[i] = from == DType::bf16 ? base::Bf16ToFloat(x[i]) : base::F16ToFloat(x[i]);
+    }
+    if (node.dtype == DType::f32) return wide;
+    return WithType(node.dtype, [&](auto tag) -> Array {
+      using To = typename decltype(tag)::type;
+      std::vector<To> out;
+      out.reserve(wide.size());
+      for (float v : wide) out.push_back(Convert<To>(v));
+      return out;
+    });
+  }
   return std::visit(
       [&](const auto& x) -> Array {
         using From = typename std::decay_t<decltype(x)>::value_type;
@@ -615,7 +650,13 @@ absl::Status HostAllocFailed(const Node& node) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<ir::Storage>> EvaluateOnHost(const ir::NodePtr& root) {
+absl::StatusOr<std::shared_ptr<ir::Storage>> EvaluateOnHost(const ir::NodePtr& given) {
+  // Half values compute in f32 (ir/half_precision.h).
+  ir::NodePtr root = given;
+  if (const ir::Node* r = given.get(); ir::HasHalf(std::span<const Node* const>(&r, 1))) {
+    ir::NodePtr rewritten = ir::ComputeHalfInF32(std::span<const Node* const>(&r, 1))[0];
+    if (rewritten != nullptr) root = std::move(rewritten);
+  }
   // Every node's value stays here until the end; the map is what keeps a shared subgraph from
   // being evaluated once per path.
   absl::flat_hash_map<const Node*, Array> values;

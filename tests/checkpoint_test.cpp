@@ -56,6 +56,11 @@ Case MakeCase(Device device) {
     add("i64" + suffix, tensor(l, shape, device), Raw(l));
     auto b = RandomBool(n, seed++);
     add("bool" + suffix, tensor_bool(b, shape, device), Raw(b));
+    // f16 and bf16: cast from f32 (every special value included), saved as their bits.
+    for (DType half : {DType::f16, DType::bf16}) {
+      const Tensor h = cast(tensor(f, shape, device), half);
+      add(std::string(dtype_name(half)) + suffix, h, Raw(h.to_vector<uint16_t>()));
+    }
   }
   // Non-contiguous views save their values in row-major order.
   auto f = RandomF32(6 * 4, seed++);
@@ -233,9 +238,9 @@ TEST_F(CheckpointTest, BrokenFilesAreClearErrorsNamingTheFile) {
       {good.substr(0, 20), {"past the end of the file"}},
       {FileBytes("{\"w\": ", ""), {"not valid JSON"}},
       {FileBytes("[]", ""), {"not a JSON object"}},
-      {FileBytes(R"({"w": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]}})",
-                 std::string(8, '\0')),
-       {"tensor 'w' has dtype BF16, which lazycl cannot hold yet"}},
+      {FileBytes(R"({"w": {"dtype": "F64", "shape": [4], "data_offsets": [0, 32]}})",
+                 std::string(32, '\0')),
+       {"tensor 'w' has dtype F64, which lazycl cannot hold yet"}},
       {FileBytes(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
                      "v": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
                  std::string(12, '\0')),

@@ -89,6 +89,9 @@ inline std::string BytesOf(const Tensor& t) {
       return Raw(t.to_vector<int64_t>());
     case DType::boolean:
       return Raw(t.to_vector<uint8_t>());
+    case DType::f16:
+    case DType::bf16:
+      return Raw(t.to_vector<uint16_t>());
   }
   return "";
 }

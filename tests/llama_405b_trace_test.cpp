@@ -12,7 +12,7 @@
 namespace lazycl::examples {
 namespace {
 
-constexpr DType kDtype = DType::f32;
+constexpr DType kDtype = DType::bf16;
 
 TEST(Llama405BTraceTest, ScanStepTracesOnPlaceholdersWithoutMemoryOrTransfers) {
   const LlamaConfig config = Llama405BConfig(kDtype);

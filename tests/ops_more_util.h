@@ -88,7 +88,9 @@ inline Operand MakeOperand(const Shape& s, DType dtype, Layout layout, Domain do
 
 inline std::vector<double> AsDoubles(const Tensor& t) {
   switch (t.dtype()) {
-    case DType::f32: {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: {
       std::vector<float> v = t.to_vector<float>();
       return {v.begin(), v.end()};
     }
