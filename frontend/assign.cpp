@@ -5,8 +5,12 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "base/status.h"
+#include "frontend/dispatch.h"
+#include "lazycl/autograd.h"
+#include "lazycl/ops.h"
 #include "runtime/executor.h"
 
 namespace lazycl::frontend {
@@ -57,3 +61,35 @@ void AssignInPlace(const std::vector<TensorImpl*>& targets, const std::vector<Te
 }
 
 }  // namespace lazycl::frontend
+
+namespace lazycl {
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  const TensorImpl& impl = frontend::ImplOf(*this, "copy_");
+  frontend::ImplOf(src, "copy_");
+  if (src.shape() != shape() || src.dtype() != dtype()) {
+    base::ThrowInvalid("copy_", absl::StrCat("the source is ", src.str(), " but the tensor is ",
+                                             str(), "; copy_ needs one shape and dtype"));
+  }
+  if (is_placeholder()) {
+    base::ThrowInvalid("copy_", absl::StrCat(str(), " is a placeholder: it has no buffer"));
+  }
+  NoGradGuard no_grad;
+  // A value of its own (never the source's node itself), on this tensor's device.
+  Tensor value = src.to(impl.device) * 1.0;
+  if (!is_floating(dtype())) value = cast(src.to(impl.device), dtype());
+  frontend::AssignInPlace({impl_.get()}, {value});
+  return *this;
+}
+
+Tensor& Tensor::set_grad(const Tensor& g) {
+  frontend::ImplOf(*this, "set_grad");
+  if (g.defined() && (g.shape() != shape() || g.dtype() != dtype() || !(g.device() == device()))) {
+    base::ThrowInvalid("set_grad", absl::StrCat("the gradient is ", g.str(), " but the tensor is ",
+                                                str(), "; they need one shape, dtype and device"));
+  }
+  impl_->grad = g;
+  return *this;
+}
+
+}  // namespace lazycl

@@ -165,6 +165,26 @@ TEST_P(OptimTest, BadInputsAreErrors) {
   }
 }
 
+TEST_P(OptimTest, CopyAndSetGradWorkInPlace) {
+  const Device d = GetParam();
+  Tensor t = zeros({2, 3}, DType::f32, d);
+  sync({t});
+  const Tensor alias = t;
+  t.copy_(tensor(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}, Device::host()));
+  EXPECT_EQ(alias.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  Tensor i = zeros({2}, DType::i64, d);
+  i.copy_(tensor(std::vector<int64_t>{7, -8}, {2}, d));
+  EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{7, -8}));
+  EXPECT_TRUE(Has(ErrorOf([&] { t.copy_(zeros({3, 2}, DType::f32, d)); }), "one shape and dtype"));
+  EXPECT_TRUE(Has(ErrorOf([&] { t.copy_(zeros({2, 3}, DType::i32, d)); }), "i32"));
+  Tensor w = zeros({2}, DType::f32, d).requires_grad_();
+  w.set_grad(ones({2}, DType::f32, d));
+  EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>(2, 1.0f));
+  EXPECT_TRUE(Has(ErrorOf([&] { w.set_grad(ones({3}, DType::f32, d)); }), "[3]"));
+  w.set_grad(Tensor());
+  EXPECT_FALSE(w.grad().defined());
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, OptimTest, ::testing::Values(Device::opencl(0), Device::host()),
                          [](const auto& info) { return info.param.is_host() ? "host" : "cl"; });
 

@@ -52,6 +52,14 @@ class Tensor {
   void backward(const Tensor& gradient) const;
   // The same value with no gradient record (a leaf that does not require grad).
   Tensor detach() const;
+  // Writes `src`'s values into this tensor, in place (PyTorch's copy_): every handle of it sees
+  // them. `src` must have this tensor's shape and dtype; on another device it is moved here
+  // (counted). On a device the values go into this tensor's own buffer when nothing else reads
+  // the old ones (README, "Optimizers"). Records no gradient.
+  Tensor& copy_(const Tensor& src);
+  // Replaces grad() (PyTorch's `p.grad = g`): g must have this tensor's shape, dtype and device;
+  // an undefined g clears it.
+  Tensor& set_grad(const Tensor& g);
   // A leaf: not computed from anything (a tensor that requires grad and has no record).
   bool is_leaf() const;
 
