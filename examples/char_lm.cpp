@@ -182,8 +182,8 @@ int Sample(const Options& o) {
     std::fprintf(stderr, "char_lm: the loaded model's probe logits differ from the saved ones\n");
     return 1;
   }
-  std::printf("loaded %s: %zu probe logits bit-identical to the training process's\n",
-              ckpt.c_str(), probe.size());
+  std::printf("loaded %s: %zu probe logits bit-identical to the training process's\n", ckpt.c_str(),
+              probe.size());
 
   std::mt19937_64 rng(o.seed);
   std::string out = o.prompt;
@@ -209,17 +209,28 @@ int main(int argc, char** argv) {
         if (i + 1 >= argc) throw lc::Error("char_lm: " + a + " needs a value");
         return argv[++i];
       };
-      if (a == "--text") o.text = value();
-      else if (a == "--out") o.out = value();
-      else if (a == "--sample") o.sample_dir = value();
-      else if (a == "--prompt") o.prompt = value();
-      else if (a == "--steps") o.steps = std::stoll(value());
-      else if (a == "--tokens") o.tokens = std::stoll(value());
-      else if (a == "--top-k") o.top_k = std::stoll(value());
-      else if (a == "--temperature") o.temperature = std::stod(value());
-      else if (a == "--expect-heldout") o.expect_heldout = std::stod(value());
-      else if (a == "--seed") o.seed = std::stoull(value());
-      else throw lc::Error("char_lm: unknown argument '" + a + "' (see the top of char_lm.cpp)");
+      if (a == "--text")
+        o.text = value();
+      else if (a == "--out")
+        o.out = value();
+      else if (a == "--sample")
+        o.sample_dir = value();
+      else if (a == "--prompt")
+        o.prompt = value();
+      else if (a == "--steps")
+        o.steps = std::stoll(value());
+      else if (a == "--tokens")
+        o.tokens = std::stoll(value());
+      else if (a == "--top-k")
+        o.top_k = std::stoll(value());
+      else if (a == "--temperature")
+        o.temperature = std::stod(value());
+      else if (a == "--expect-heldout")
+        o.expect_heldout = std::stod(value());
+      else if (a == "--seed")
+        o.seed = std::stoull(value());
+      else
+        throw lc::Error("char_lm: unknown argument '" + a + "' (see the top of char_lm.cpp)");
     }
     if (o.steps < 1 || o.tokens < 0 || o.top_k < 0)
       throw lc::Error("char_lm: --steps must be >= 1, --tokens and --top-k >= 0");
