@@ -105,6 +105,22 @@ MPI_Datatype MpiType(DType d) {
   }
 }
 
+// Appends v's bytes to the bucket at `at`.
+template <class T>
+void Put(std::vector<char>& bucket, size_t& at, const std::vector<T>& v) {
+  if (!v.empty()) std::memcpy(bucket.data() + at, v.data(), v.size() * sizeof(T));
+  at += v.size() * sizeof(T);
+}
+
+// The n values of type T in the bucket at `at`.
+template <class T>
+std::vector<T> Take(const std::vector<char>& bucket, size_t& at, size_t n) {
+  std::vector<T> v(n);
+  if (n > 0) std::memcpy(v.data(), bucket.data() + at, n * sizeof(T));
+  at += n * sizeof(T);
+  return v;
+}
+
 // Runs `collective(buffer, count, type)` over the tensors, bucket by bucket, and writes each
 // bucket's result back into its tensors (unless `write_back` is false: a broadcast's root).
 template <typename Collective>
@@ -124,22 +140,18 @@ void Bucketed(const std::string& op, std::vector<Tensor>& tensors, Collective co
         bytes += b;
       }
       if (members.empty()) break;
+      // Every rank has the same buckets (Agree), so all skip an empty one alike.
+      if (bytes == 0) continue;
       std::vector<char> bucket(bytes);
       size_t at = 0;
       for (size_t m : members) {
         const Tensor& t = tensors[m];
         if (wire == DType::f32) {
-          const std::vector<float> v = t.to_vector<float>();
-          std::memcpy(bucket.data() + at, v.data(), v.size() * sizeof(float));
-          at += v.size() * sizeof(float);
+          Put(bucket, at, t.to_vector<float>());
         } else if (wire == DType::i32) {
-          const std::vector<int32_t> v = t.to_vector<int32_t>();
-          std::memcpy(bucket.data() + at, v.data(), v.size() * sizeof(int32_t));
-          at += v.size() * sizeof(int32_t);
+          Put(bucket, at, t.to_vector<int32_t>());
         } else {
-          const std::vector<int64_t> v = t.to_vector<int64_t>();
-          std::memcpy(bucket.data() + at, v.data(), v.size() * sizeof(int64_t));
-          at += v.size() * sizeof(int64_t);
+          Put(bucket, at, t.to_vector<int64_t>());
         }
       }
       const auto start = std::chrono::steady_clock::now();
@@ -158,23 +170,15 @@ void Bucketed(const std::string& op, std::vector<Tensor>& tensors, Collective co
         const size_t n = static_cast<size_t>(t.numel());
         Tensor host;
         if (wire == DType::f32) {
-          std::vector<float> v(n);
-          std::memcpy(v.data(), bucket.data() + at, n * sizeof(float));
+          std::vector<float> v = Take<float>(bucket, at, n);
           if (scale != 1) {
             for (float& x : v) x = static_cast<float>(x * scale);
           }
           host = cast(tensor(v, t.shape(), Device::host()), t.dtype());
-          at += n * sizeof(float);
         } else if (wire == DType::i32) {
-          std::vector<int32_t> v(n);
-          std::memcpy(v.data(), bucket.data() + at, n * sizeof(int32_t));
-          host = tensor(v, t.shape(), Device::host());
-          at += n * sizeof(int32_t);
+          host = tensor(Take<int32_t>(bucket, at, n), t.shape(), Device::host());
         } else {
-          std::vector<int64_t> v(n);
-          std::memcpy(v.data(), bucket.data() + at, n * sizeof(int64_t));
-          host = tensor(v, t.shape(), Device::host());
-          at += n * sizeof(int64_t);
+          host = tensor(Take<int64_t>(bucket, at, n), t.shape(), Device::host());
         }
         t.copy_(host);
       }
