@@ -57,6 +57,14 @@ struct KernelArg {
   static KernelArg Float32(float v) { return {Kind::kFloat32, 0, false, 0, v}; }
 };
 
+// The device time of one profiled launch (Device::SetProfiling), from its OpenCL event.
+struct LaunchTiming {
+  int64_t tag = 0;         // as given to Launch
+  uint64_t queued_ns = 0;  // CL_PROFILING_COMMAND_QUEUED
+  uint64_t start_ns = 0;   // CL_PROFILING_COMMAND_START
+  uint64_t end_ns = 0;     // CL_PROFILING_COMMAND_END
+};
+
 // A compiled kernel, owned by its Device's program cache; valid as long as the Device.
 class Kernel;
 using KernelRef = std::shared_ptr<const Kernel>;  // program_cache.h
@@ -90,12 +98,22 @@ class Device {
   // global size must be a multiple of its local size. Written buffers get storage first; read
   // buffers must hold data (FailedPrecondition naming the buffer otherwise); a read buffer whose
   // bytes still wait in a file (BufferManager::Load) is read in first.
+  // While profiling is on, a launch with `profile_tag` >= 0 keeps its event for TakeTimings.
   absl::Status Launch(const Kernel* kernel, std::span<const KernelArg> args,
-                      std::span<const size_t> global, std::span<const size_t> local = {});
+                      std::span<const size_t> global, std::span<const size_t> local = {},
+                      int64_t profile_tag = -1);
   absl::Status Launch(const KernelRef& kernel, std::span<const KernelArg> args,
                       std::span<const size_t> global, std::span<const size_t> local = {}) {
     return Launch(kernel.get(), args, global, local);
   }
+
+  // Turns keeping the events of tagged launches on or off (off drops the ones not taken).
+  void SetProfiling(bool on);
+  // How many tagged launches wait to be taken.
+  size_t PendingTimings();
+  // Waits for every tagged launch kept so far and returns their times, in launch order; the
+  // kept events are released either way.
+  absl::StatusOr<std::vector<LaunchTiming>> TakeTimings();
 
   // Waits for everything enqueued.
   absl::Status Finish();

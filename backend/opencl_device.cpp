@@ -1,5 +1,7 @@
 #include <cstdio>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -74,6 +76,9 @@ struct Device::Impl {
   // cl::Kernel must not interleave their clSetKernelArg calls. Lock order: launch_mu, then the
   // BufferManager's (PrepareWrite, Handle), then the metrics registry's.
   std::mutex launch_mu;
+  // Profiling (SetProfiling): the events of tagged launches, under launch_mu.
+  bool profiling = false;
+  std::vector<std::pair<int64_t, cl::Event>> timed;
 };
 
 Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -162,7 +167,8 @@ absl::StatusOr<KernelRef> Device::GetKernel(std::string_view source, std::string
 }
 
 absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> args,
-                            std::span<const size_t> global, std::span<const size_t> local) {
+                            std::span<const size_t> global, std::span<const size_t> local,
+                            int64_t profile_tag) {
   if (global.empty() || global.size() > 3) {
     return absl::InvalidArgumentError(absl::StrCat("launch of '", kernel->name(),
                                                    "': ", global.size(),
@@ -249,14 +255,50 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
     return ClStatus(CL_OUT_OF_RESOURCES, absl::StrCat("clEnqueueNDRangeKernel('", kernel->name(),
                                                       "') (injected fault)"));
   }
-  cl_int err = impl_->queue.enqueueNDRangeKernel(k, cl::NullRange, range(global), local_range);
+  const bool timed = impl_->profiling && profile_tag >= 0;
+  cl::Event event;
+  cl_int err = impl_->queue.enqueueNDRangeKernel(k, cl::NullRange, range(global), local_range,
+                                                 nullptr, timed ? &event : nullptr);
   if (err != CL_SUCCESS) {
     return ClStatus(err, absl::StrCat("clEnqueueNDRangeKernel('", kernel->name(), "')"));
   }
+  if (timed) impl_->timed.emplace_back(profile_tag, std::move(event));
   base::metrics::Add("KernelLaunches", 1);
   return absl::OkStatus();
 }
 
 absl::Status Device::Finish() { return ClStatus(impl_->queue.finish(), "clFinish"); }
+
+void Device::SetProfiling(bool on) {
+  std::lock_guard<std::mutex> lock(impl_->launch_mu);
+  impl_->profiling = on;
+  if (!on) impl_->timed.clear();
+}
+
+size_t Device::PendingTimings() {
+  std::lock_guard<std::mutex> lock(impl_->launch_mu);
+  return impl_->timed.size();
+}
+
+absl::StatusOr<std::vector<LaunchTiming>> Device::TakeTimings() {
+  std::vector<std::pair<int64_t, cl::Event>> events;
+  {
+    std::lock_guard<std::mutex> lock(impl_->launch_mu);
+    events.swap(impl_->timed);
+  }
+  std::vector<LaunchTiming> timings;
+  timings.reserve(events.size());
+  for (auto& [tag, event] : events) {
+    LaunchTiming t;
+    t.tag = tag;
+    cl_int err = event.wait();
+    if (err == CL_SUCCESS) err = event.getProfilingInfo(CL_PROFILING_COMMAND_QUEUED, &t.queued_ns);
+    if (err == CL_SUCCESS) err = event.getProfilingInfo(CL_PROFILING_COMMAND_START, &t.start_ns);
+    if (err == CL_SUCCESS) err = event.getProfilingInfo(CL_PROFILING_COMMAND_END, &t.end_ns);
+    if (err != CL_SUCCESS) return ClStatus(err, "reading a kernel's profiling event");
+    timings.push_back(t);
+  }
+  return timings;
+}
 
 }  // namespace lazycl::backend

@@ -120,6 +120,11 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
     settings.debug = level;
   }
 
+  if (auto v = Get(lookup, "LAZYCL_PROFILE")) {
+    if (*v != "0" && *v != "1") return Malformed("LAZYCL_PROFILE", *v, "0 or 1");
+    settings.profile = *v == "1";
+  }
+
   if (auto v = Get(lookup, "LAZYCL_DUMP_DIR")) settings.dump_dir = *v;
 
   if (auto v = Get(lookup, "LAZYCL_TRANSFER_GUARD")) {

@@ -36,8 +36,9 @@ struct Settings {
   int64_t program_cache_size = kDefaultProgramCacheSize;
   // LAZYCL_GRAPH_CACHE_SIZE: lowered graphs (plans) each device keeps.
   int64_t graph_cache_size = kDefaultGraphCacheSize;
-  int debug = 0;                                         // LAZYCL_DEBUG: 0..3
-  std::string dump_dir;                                  // LAZYCL_DUMP_DIR: "" = no dumps
+  int debug = 0;         // LAZYCL_DEBUG: 0..3
+  bool profile = false;  // LAZYCL_PROFILE: 0 or 1; 1 times every kernel, prints a table at exit
+  std::string dump_dir;  // LAZYCL_DUMP_DIR: "" = no dumps
   TransferGuard transfer_guard = TransferGuard::kAllow;  // LAZYCL_TRANSFER_GUARD
   int64_t device_memory_limit = 0;  // LAZYCL_DEVICE_MEMORY_LIMIT in bytes (K/M/G suffix); 0 = none
   // LAZYCL_DEVICE_POOL_LIMIT in bytes (K/M/G suffix): the most free device memory a device keeps

@@ -157,6 +157,7 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
     spec.args.insert(spec.args.end(), extra.begin(), extra.end());
   }
   spec.summary = absl::StrCat("matmul ", ir::NodeString(root), " (K=", k, ")");
+  spec.flops = 2 * m * n * k * batches;
   if (epilogue != nullptr) absl::StrAppend(&spec.summary, " -> ", ir::NodeString(*epilogue));
   return spec;
 }

@@ -52,6 +52,12 @@ struct KernelSpec {
   std::vector<KernelArgSpec> args;  // every launch's leading arguments
   std::vector<Launch> launches;
   std::string summary;  // one line for LAZYCL_DEBUG
+  // For the profiler (LAZYCL_PROFILE): the IR ops fused into the kernel ("matmul, add, relu"),
+  // the bytes of its inputs and output counted once each (0 where another kernel of the same
+  // root carries them), and its floating-point operations (matmuls; 0 otherwise).
+  std::string fused_ops;
+  int64_t bytes = 0;
+  int64_t flops = 0;
 };
 
 struct Plan {

@@ -3,10 +3,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "lazycl/error.h"
+#include "runtime/profile.h"
 
 namespace lazycl::runtime {
 
@@ -39,7 +42,17 @@ backend::Device& OpenClDevice(int index) {
   }
   backend::Device* raw = device->release();
   (*devices)[index] = raw;
+  profile::OnDeviceOpened(index, *raw);
   return *raw;
+}
+
+void ForEachOpenDevice(const std::function<void(int, backend::Device&)>& fn) {
+  std::vector<std::pair<int, backend::Device*>> open;
+  {
+    std::lock_guard<std::mutex> lock(DevicesMutex());
+    open.assign(Devices().begin(), Devices().end());
+  }
+  for (auto& [index, device] : open) fn(index, *device);
 }
 
 void EmptyPools() {

@@ -24,6 +24,7 @@
 #include "runtime/devices.h"
 #include "runtime/graph_dump.h"
 #include "runtime/matmul_tuner.h"
+#include "runtime/profile.h"
 #include "runtime/storage.h"
 
 namespace lazycl::runtime {
@@ -52,6 +53,9 @@ struct CachedPlan {
   std::mutex kernels_mu;
   // Per kernel, per launch: its entry point, created when the launch first runs.
   std::vector<std::vector<backend::KernelRef>> kernels;  // guarded by kernels_mu
+  // Per kernel: its profiler tag (profile::TagOf) of generation profile_generation.
+  std::vector<int64_t> profile_tags;  // guarded by kernels_mu
+  int64_t profile_generation = -1;    // guarded by kernels_mu
 };
 
 namespace {
@@ -406,9 +410,24 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
     }
     return backend::KernelArg::Int32(0);
   };
+  // Profiling: each kernel's launches carry its row's tag.
+  std::vector<int64_t> tags;
+  if (profile::Enabled()) {
+    const int64_t generation = profile::Generation();
+    std::lock_guard<std::mutex> lock(cached.kernels_mu);
+    if (cached.profile_generation != generation) {
+      cached.profile_tags.clear();
+      for (const kernels::KernelSpec& spec : plan.kernels)
+        cached.profile_tags.push_back(profile::TagOf(device_index, spec));
+      cached.profile_generation = generation;
+    }
+    tags = cached.profile_tags;
+  }
   std::vector<backend::KernelArg> args;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const kernels::KernelSpec& spec = plan.kernels[k];
+    const int64_t tag = tags.empty() ? -1 : tags[k];
+    bool counted = false;
     args.clear();
     for (const kernels::KernelArgSpec& a : spec.args) args.push_back(arg(a));
     for (size_t l = 0; l < spec.launches.size(); ++l) {
@@ -430,13 +449,23 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
       }
       args.erase(args.begin() + static_cast<std::ptrdiff_t>(spec.args.size()), args.end());
       for (const kernels::KernelArgSpec& a : launch.extra_args) args.push_back(arg(a));
-      if (absl::Status s = device.Launch(kernel.get(), args, launch.global, launch.local); !s.ok())
+      const int64_t launch_tag =
+          tag < 0 ? -1
+                  : tag + std::min<int64_t>(static_cast<int64_t>(l), profile::kLaunchesPerTag - 1);
+      if (absl::Status s =
+              device.Launch(kernel.get(), args, launch.global, launch.local, launch_tag);
+          !s.ok())
         return s;
+      if (tag >= 0 && !counted) {
+        profile::CountRun(tag);
+        counted = true;
+      }
     }
     for (size_t t = 0; t < temps.size(); ++t) {
       if (plan.temp_last_use[t] == static_cast<int>(k)) temps[t].reset();
     }
   }
+  if (!tags.empty()) profile::MaybeCollect(device_index, device);
   return absl::OkStatus();
 }
 

@@ -14,4 +14,5 @@
 #include "lazycl/nn.h"
 #include "lazycl/ops.h"
 #include "lazycl/optim.h"
+#include "lazycl/profile.h"
 #include "lazycl/tensor.h"

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+// The kernel profiler: where a step's device time goes, per generated kernel. Set
+// LAZYCL_PROFILE=1 to profile a whole run and get the table on stderr at exit, or turn it on
+// and read it from code. README, "Profiling", shows a table and how to read it.
+namespace lazycl::metrics {
+
+// One generated kernel, summed over its runs since profiling began (or the last reset).
+struct KernelProfile {
+  int device = 0;        // cl:N
+  std::string kernel;    // what it computes: its root op, dtype and shape (matmuls: and K)
+  std::string ops;       // the IR ops fused into it, "matmul, add, relu"
+  std::string entry;     // its OpenCL entry point, as named in LAZYCL_DEBUG=3 dumps
+  int64_t runs = 0;      // times it ran
+  int64_t launches = 0;  // OpenCL launches (a CPU kernel may run as a main and a tail launch)
+  // Device time from OpenCL profiling events. The first run is kept apart: on PoCL it includes
+  // compiling the kernel for its launch (tens to hundreds of ms). The rest are "later" runs.
+  double first_ms = 0;     // the first run
+  double total_ms = 0;     // the later runs
+  double mean_us = 0;      // per later run; 0 with one run
+  double share = 0;        // of every kernel's total_ms, 0..1
+  double gb_per_s = 0;     // its inputs and output once each per later run / time; 0: not known
+  double gflop_per_s = 0;  // matmuls; 0 for others
+};
+
+// Turns profiling on or off (LAZYCL_PROFILE=1 turns it on from the start). It costs one
+// OpenCL event per launch; kernels run as they would otherwise.
+void set_profiling(bool on);
+bool profiling();
+
+// Waits for the profiled kernels still running, then returns every kernel that ran, longest
+// total_ms first.
+std::vector<KernelProfile> kernel_profile();
+
+// kernel_profile() as a table.
+std::string profile();
+
+// Forgets what was profiled so far (metrics::reset() leaves the profile alone).
+void reset_profile();
+
+}  // namespace lazycl::metrics
