@@ -55,7 +55,77 @@ bool OnlyReadPerRowBy(const Partition& p, int r, int o) {
   return ReadsOnlyAtOwnIndex(p.node(o), p.node(r), InputsOf(p), OwnIndex::kRow);
 }
 
+// The relative cost of evaluating `op` once per element: a transcendental is worth several
+// arithmetic ops; views and leaves are free.
+int OpCost(Op op) {
+  switch (op) {
+    case Op::kExp:
+    case Op::kLog:
+    case Op::kSqrt:
+    case Op::kRsqrt:
+    case Op::kTanh:
+    case Op::kSigmoid:
+    case Op::kSilu:
+    case Op::kGelu:
+    case Op::kGeluTanh:
+    case Op::kSin:
+    case Op::kCos:
+    case Op::kErf:
+    case Op::kPow:
+      return 8;
+    case Op::kDiv:
+      return 4;
+    default:
+      return ir::IsElementwise(op) ? 1 : 0;
+  }
+}
+
+constexpr int kExpensivePerElement = 8;
+constexpr int64_t kMinRecomputationSaved = int64_t{1} << 16;
+
 }  // namespace
+
+void MaterializeBroadcastExpensiveNodes(Partition* p) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (int r = 0; r < p->size() && !changed; ++r) {
+      if (!p->IsRoot(r) || p->IsParam(r)) continue;
+      const std::vector<int> region = p->Region(r);
+      // Every node of the region is evaluated once per element of the kernel's iteration.
+      int64_t iteration = 0;
+      for (int i : region) iteration = std::max(iteration, ir::NumElements(p->node(i).shape));
+      // The largest candidate first: materializing it takes its own subexpressions with it.
+      int best = -1;
+      int64_t best_saved = 0;
+      for (int i : region) {
+        const Node& n = p->node(i);
+        if (i == r || !ir::IsElementwise(n.op)) continue;
+        const int64_t elements = ir::NumElements(n.shape);
+        if (elements * 2 > iteration) continue;
+        int64_t cost = 0;
+        bool reads_reduction = false;
+        for (int j : p->Region(i)) {
+          cost += OpCost(p->node(j).op);
+          for (const ir::NodePtr& o : p->node(j).operands) {
+            if (p->IsInput(*o) && ir::IsReduce(o->op)) reads_reduction = true;
+          }
+        }
+        const int64_t saved = (iteration - elements) * cost;
+        if (reads_reduction || cost < kExpensivePerElement || saved < kMinRecomputationSaved)
+          continue;
+        if (saved > best_saved) {
+          best = i;
+          best_saved = saved;
+        }
+      }
+      if (best >= 0) {
+        p->SetRoot(best, true);
+        changed = true;
+      }
+    }
+  }
+}
 
 void MaterializeSharedExpensiveNodes(Partition* p) {
   bool changed = true;

@@ -7,13 +7,22 @@
 
 // The rules that move the first cut (Partition's constructor) before kernels are emitted. Each
 // owns one reason a node ends a kernel or fuses into its reader; lower.cpp applies them in
-// order: shared expensive subexpressions, the depth cap, then (CPU) row kernels and the depth
-// cap again. Matmul epilogues do not move the cut: they merge two kernels at emission.
+// order: shared expensive subexpressions, broadcast expensive ones, the depth cap, then (CPU) row
+// kernels and the depth cap again. Matmul epilogues do not move the cut: they merge two kernels at
+// emission.
 namespace lazycl::kernels {
 
 // A fused subexpression of more than 32 nodes that two kernels read is materialized once
 // rather than recomputed by both; a smaller one is recomputed.
 void MaterializeSharedExpensiveNodes(Partition* p);
+
+// An expensive subexpression (a transcendental or more than 8 ops) that a kernel would
+// recompute for every element of a much larger iteration it is broadcast into is materialized
+// at its own size first: the rotary tables cos(pos * exp(..)) of [T, hd/2] read by [B, H, T, hd]
+// kernels were 54% of a char-LM training step. Only subexpressions that read no reduction are
+// taken (a row's statistic such as RMSNorm's rsqrt belongs to the row kernel), and only where
+// the recomputation saved is large (at least 2^16 weighted ops per run).
+void MaterializeBroadcastExpensiveNodes(Partition* p);
 
 // Cuts fused chains deeper than 128 by materializing the node at the limit: code generation
 // recurses once per level, and very long kernels compile slowly.

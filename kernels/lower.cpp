@@ -37,7 +37,9 @@ class Emission {
       const BufferRef out = memory_.Place(r);
       if (ir::NumElements(p_.node(r).shape) == 0) continue;  // nothing to compute
       if (memory_.WrittenByReshapedRoot(r)) continue;
-      for (KernelSpec& spec : EmitRoot(r, out)) {
+      std::vector<KernelSpec> specs = EmitRoot(r, out);
+      Describe(r, specs);
+      for (KernelSpec& spec : specs) {
         if (ArgsTooBig(spec, target_) && too_big < 0) too_big = r;
         memory_.Append(std::move(spec));
       }
@@ -72,6 +74,44 @@ class Emission {
     }
     if (reduces.empty()) return {EmitElementwise(root, out, Inputs(r), target_)};
     return {EmitRowKernel(root, out, reduces, Inputs(r), target_)};
+  }
+
+  // What root `r`'s kernels do, for the profiler: the ops fused into them, in order of first
+  // appearance with a count where one repeats, and the bytes of the inputs and the output.
+  void Describe(int r, std::vector<KernelSpec>& specs) const {
+    if (specs.empty()) return;
+    std::vector<int> region = p_.Region(r);
+    InputMap inputs = Inputs(r);
+    if (auto epi = epilogues_.matmul_of.find(r); epi != epilogues_.matmul_of.end()) {
+      const std::vector<int> m = p_.Region(epi->second);
+      region.insert(region.end(), m.begin(), m.end());
+      inputs.merge(Inputs(epi->second));
+    }
+    std::sort(region.begin(), region.end());
+    std::vector<std::pair<ir::Op, int>> counts;
+    for (int i : region) {
+      const Op op = p_.node(i).op;
+      if (ir::IsLeaf(op) || ir::IsView(op)) continue;
+      auto it =
+          std::find_if(counts.begin(), counts.end(), [op](const auto& c) { return c.first == op; });
+      if (it == counts.end()) {
+        counts.emplace_back(op, 1);
+      } else {
+        ++it->second;
+      }
+    }
+    std::string ops;
+    for (const auto& [op, count] : counts) {
+      absl::StrAppend(&ops, ops.empty() ? "" : ", ", ir::OpName(op));
+      if (count > 1) absl::StrAppend(&ops, " x", count);
+    }
+    auto bytes = [](const Node& n) {
+      return ir::NumElements(n.shape) * static_cast<int64_t>(dtype_size(n.dtype));
+    };
+    int64_t total = bytes(p_.node(r));
+    for (const auto& [node, ref] : inputs) total += bytes(*node);
+    for (KernelSpec& spec : specs) spec.fused_ops = ops.empty() ? "copy" : ops;
+    specs.front().bytes = total;
   }
 
   // A reduction with few outputs and a long reduced extent runs in two stages: `split` partial
@@ -135,6 +175,7 @@ absl::StatusOr<Plan> Lower(const Graph& graph, const Target& target_in) {
   target.scalar_of = &scalar_of;
   Partition p(graph);
   MaterializeSharedExpensiveNodes(&p);
+  MaterializeBroadcastExpensiveNodes(&p);
   MaterializeDeepChains(&p);
   if (target.cpu) {
     FuseRowReductions(&p);

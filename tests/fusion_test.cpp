@@ -181,6 +181,77 @@ TEST(FusionTest, SoftmaxOverLongRowsIsOneKernelOnCpu) {
   ExpectSoftmaxOfRows(y.to_vector<float>(), xv, 300);
 }
 
+// An expensive table broadcast into a much larger kernel (rotary embedding's cos(pos * freq) of
+// [T, D] read by [B, H, T, D]) is computed once at its own size, not once per element of the
+// large kernel: two kernels. (It was one kernel, recomputing exp and cos 32x over.)
+TEST(FusionTest, ExpensiveTableBroadcastIntoALargeKernelIsComputedOnce) {
+  const int64_t b = 8, h = 4, t = 64, d = 32;
+  const std::vector<float> xv = Values(b * h * t * d, 0.01f, -0.5f);
+  Tensor x = tensor(xv, {b, h, t, d}, kCl);
+  Tensor pos = reshape(cast(arange(t, DType::i32, kCl), DType::f32), {t, 1});
+  Tensor freq = reshape(exp(cast(arange(d, DType::i32, kCl), DType::f32) * -0.25), {1, d});
+  Tensor y = x * cos(pos * freq);
+  EXPECT_EQ(KernelsFor(y), 2);
+  const std::vector<float> got = y.to_vector<float>();
+  for (int64_t i = 0; i < b * h * t * d; ++i) {
+    const int64_t ti = (i / d) % t, di = i % d;
+    const double want = xv[i] * std::cos(ti * std::exp(di * -0.25));
+    ASSERT_NEAR(got[i], want, 2e-5) << i;
+  }
+}
+
+// A row's statistic broadcast back over the row (RMSNorm's rsqrt(mean(x^2) + eps)) is as
+// expensive, but it stays in the row kernel: one kernel on the CPU strategy.
+TEST(FusionTest, RowStatisticBroadcastStaysInTheRowKernel) {
+  const std::vector<float> xv = Values(64 * 300, 0.05f, -2.0f);
+  Tensor x = tensor(xv, {64, 300}, kCl);
+  Tensor y = x * rsqrt(mean(x * x, {-1}, true) + 1e-5);
+  const int64_t kernels = KernelsFor(y);
+  if (CpuStrategy()) {
+    EXPECT_EQ(kernels, 1);
+  }
+  const std::vector<float> got = y.to_vector<float>();
+  for (int r = 0; r < 64; ++r) {
+    double ss = 0;
+    for (int j = 0; j < 300; ++j) ss += static_cast<double>(xv[r * 300 + j]) * xv[r * 300 + j];
+    const double scale = 1 / std::sqrt(ss / 300 + 1e-5);
+    for (int j = 0; j < 300; ++j)
+      ASSERT_NEAR(got[r * 300 + j], xv[r * 300 + j] * scale,
+                  1e-5 * (1 + std::abs(xv[r * 300 + j] * scale)));
+  }
+}
+
+// Causal attention's softmax(where(col <= row, s, -inf)) over [B, H, T, T] is one row kernel on
+// the CPU strategy whose vector loop compares positions 16 at a time; rows of 64 (the vector
+// loop alone) and of 70 (with a scalar remainder) agree with softmax over each row's first
+// row+1 entries.
+TEST(FusionTest, CausalSoftmaxIsOneRowKernel) {
+  for (int64_t t : {64, 70}) {
+    const int64_t b = 2, h = 3;
+    const std::vector<float> sv = Values(b * h * t * t, 0.07f, -3.0f);
+    Tensor scores = tensor(sv, {b, h, t, t}, kCl);
+    Tensor row = unsqueeze(arange(t, DType::i32, kCl), 1);
+    Tensor col = unsqueeze(arange(t, DType::i32, kCl), 0);
+    Tensor y = softmax(where(le(col, row), scores * 0.5, -INFINITY), -1);
+    const int64_t kernels = KernelsFor(y);
+    if (CpuStrategy()) {
+      EXPECT_EQ(kernels, 1) << "t=" << t;
+    }
+    const std::vector<float> got = y.to_vector<float>();
+    for (int64_t r = 0; r < b * h * t; ++r) {
+      const int64_t i = r % t;  // the query's position: keys 0..i are visible
+      const float* x = &sv[r * t];
+      double m = -INFINITY, total = 0;
+      for (int64_t j = 0; j <= i; ++j) m = std::max(m, 0.5 * x[j]);
+      for (int64_t j = 0; j <= i; ++j) total += std::exp(0.5 * x[j] - m);
+      for (int64_t j = 0; j < t; ++j) {
+        const double want = j <= i ? std::exp(0.5 * x[j] - m) / total : 0.0;
+        ASSERT_NEAR(got[r * t + j], want, 1e-6) << "t=" << t << " row " << r << " col " << j;
+      }
+    }
+  }
+}
+
 // A matmul read by a row kernel (softmax of the logits) stays its own kernel; so does one read
 // elementwise by a row kernel whose reductions come from another tensor: neither is an
 // epilogue, and both agree with the host.
