@@ -49,6 +49,7 @@ KernelSpec EmitRowKernel(const Node& root, BufferRef out, const std::vector<cons
       e.SetVector(true, "gid", reduced_dims);
       for (int k = 0; k < u; ++k) {
         const std::string at = k == 0 ? base : absl::StrCat("(gid * ", n, " + r + ", 16 * k, ")");
+        e.SetLaneBase(k == 0 ? "r" : absl::StrCat("(r + ", 16 * k, ")"));
         body(e.Eval(x, Index::Linear(at)), at, k);
       }
       e.SetVector(false);

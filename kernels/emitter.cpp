@@ -1,6 +1,7 @@
 #include "kernels/emitter.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -66,13 +67,15 @@ std::string Emitter::Buffer(BufferRef ref, DType dtype, bool written) {
   arg.written = written;
   args_.push_back(arg);
   if (bind_offsets_ && ref.kind != BufferRef::Kind::kTemp) {
-    // The buffer is bound at a run-time element offset (Graph::bind_offsets).
-    params_.push_back(absl::StrCat("const ", idx_, " ", name, "_off"));
+    // The buffer is bound at a run-time element offset (Graph::bind_offsets), always 64-bit:
+    // a layer's slice of stacked weights may start past 2^31 while the kernel's own indices
+    // stay narrow.
+    params_.push_back(absl::StrCat("const long ", name, "_off"));
     names_.push_back(absl::StrCat(name, "_off"));
     KernelArgSpec off;
     off.kind = KernelArgSpec::Kind::kOffset;
     off.buffer = ref;
-    off.wide = idx_ != "int";
+    off.wide = true;
     args_.push_back(off);
     name = absl::StrCat("(", name, " + ", name, "_off)");
   }
@@ -367,6 +370,7 @@ std::string Emitter::EvalVector(const Node& n, const Index& idx) {
     vec_ = true;
     return Assign(t, absl::StrCat(a, " * (1.0f / ", row, ")"));
   }
+  if (n.op == Op::kWhere) return WhereVector(n, idx);
   if (n.op == Op::kExpand) {
     vec_ = false;
     std::string row = Eval(*n.operands[0], Index::Linear(broadcast_row_));
@@ -374,6 +378,148 @@ std::string Emitter::EvalVector(const Node& n, const Index& idx) {
     return Assign(t, absl::StrCat("(float16)(", row, ")"));
   }
   return "";
+}
+
+namespace {
+
+constexpr char kLaneCoord[] = "@lane";
+
+const char* CompareOperator(Op op) {
+  switch (op) {
+    case Op::kLt:
+      return "<";
+    case Op::kLe:
+      return "<=";
+    case Op::kGt:
+      return ">";
+    case Op::kGe:
+      return ">=";
+    case Op::kEq:
+      return "==";
+    case Op::kNe:
+      return "!=";
+    default:
+      return nullptr;
+  }
+}
+
+bool Integral(DType t) { return t == DType::i32 || t == DType::i64; }
+
+// The dims of `to` that are not 1, matched in order to those of `from`: -1 where `to` has a 1,
+// empty when a reshape does more than add or drop unit dims.
+std::vector<int> UnitDimMap(const Shape& from, const Shape& to) {
+  std::vector<int> map(to.size(), -1);
+  size_t f = 0;
+  for (size_t d = 0; d < to.size(); ++d) {
+    if (to[d] == 1) continue;
+    while (f < from.size() && from[f] == 1) ++f;
+    if (f == from.size() || from[f] != to[d]) return {};
+    map[d] = static_cast<int>(f++);
+  }
+  while (f < from.size() && from[f] == 1) ++f;
+  if (f != from.size()) return {};
+  if (map.empty()) map.push_back(-1);  // a scalar: not "failed"
+  return map;
+}
+
+}  // namespace
+
+bool LaneFriendly(const Node& n, const InputMap& inputs) {
+  if (inputs.contains(&n)) return false;
+  switch (n.op) {
+    case Op::kConstant:
+      return Integral(n.dtype) && std::abs(n.value) < 2147483647.0;
+    case Op::kIota:
+      return Integral(n.dtype) && ir::NumElements(n.shape) < (int64_t{1} << 31) - 16;
+    case Op::kExpand:
+      return n.operands[0]->shape.size() == n.shape.size() && LaneFriendly(*n.operands[0], inputs);
+    case Op::kReshape:
+      return !UnitDimMap(n.operands[0]->shape, n.shape).empty() &&
+             LaneFriendly(*n.operands[0], inputs);
+    case Op::kCast:
+      return Integral(n.dtype) && Integral(n.operands[0]->dtype) &&
+             LaneFriendly(*n.operands[0], inputs);
+    default:
+      return CompareOperator(n.op) != nullptr && Integral(n.operands[0]->dtype) &&
+             LaneFriendly(*n.operands[0], inputs) && LaneFriendly(*n.operands[1], inputs);
+  }
+}
+
+Emitter::LaneValue Emitter::Lane(const Node& n, const std::vector<std::string>& coords) {
+  switch (n.op) {
+    case Op::kConstant:
+      return {false, absl::StrCat("(int)(", Literal(n.value, DType::i64), ")")};
+    case Op::kIota: {
+      // Row-major position of coords; the lane adds its offset times its dim's stride.
+      std::vector<std::string> at = coords;
+      int lane_dim = -1;
+      for (size_t d = 0; d < at.size(); ++d) {
+        if (at[d] == kLaneCoord) {
+          lane_dim = static_cast<int>(d);
+          at[d] = lane_base_;
+        }
+      }
+      const std::string first =
+          n.shape.empty() ? "0" : Linear(Index::Multi(at), n.shape, DimKeys(n));
+      if (lane_dim < 0) return {false, absl::StrCat("(int)(", first, ")")};
+      std::vector<std::string> stride;
+      const std::vector<std::string> keys = DimKeys(n);
+      for (size_t d = static_cast<size_t>(lane_dim) + 1; d < n.shape.size(); ++d) {
+        if (n.shape[d] != 1) stride.push_back(Sym(n.shape[d], keys[d]));
+      }
+      std::string v = Var();
+      Line(absl::StrCat(
+          "const int16 ", v, " = (int16)((int)(", first,
+          ")) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)",
+          stride.empty() ? "" : absl::StrCat(" * (int)(", absl::StrJoin(stride, " * "), ")"), ";"));
+      return {true, v};
+    }
+    case Op::kExpand: {
+      std::vector<std::string> in = coords;
+      const Shape& s = n.operands[0]->shape;
+      for (size_t d = 0; d < in.size(); ++d) {
+        if (s[d] == 1) in[d] = "0";
+      }
+      return Lane(*n.operands[0], in);
+    }
+    case Op::kReshape: {
+      const Shape& from = n.operands[0]->shape;
+      const std::vector<int> map = UnitDimMap(from, n.shape);
+      std::vector<std::string> in(from.size(), "0");
+      for (size_t d = 0; d < n.shape.size(); ++d) {
+        if (map[d] >= 0) in[map[d]] = coords[d];
+      }
+      return Lane(*n.operands[0], in);
+    }
+    case Op::kCast:
+      return Lane(*n.operands[0], coords);
+    default: {
+      const char* op = CompareOperator(n.op);
+      LAZYCL_CHECK(op != nullptr, "codegen: %s in a lane mask", ir::OpName(n.op));
+      const LaneValue a = Lane(*n.operands[0], coords), b = Lane(*n.operands[1], coords);
+      const std::string expr = absl::StrCat("(", a.expr, " ", op, " ", b.expr, ")");
+      if (!a.vec && !b.vec) return {false, expr};
+      std::string v = Var();
+      Line(absl::StrCat("const int16 ", v, " = ", expr, ";"));
+      return {true, v};
+    }
+  }
+}
+
+std::string Emitter::WhereVector(const Node& n, const Index& idx) {
+  // The row's own coordinates, the last dim (the reduced one) at the lanes.
+  const Shape row_shape(n.shape.begin(), n.shape.end() - 1);
+  std::vector<std::string> keys = DimKeys(n);
+  keys.pop_back();
+  std::vector<std::string> coords = row_shape.empty()
+                                        ? std::vector<std::string>{}
+                                        : Multi(Index::Linear(broadcast_row_), row_shape, keys);
+  coords.push_back(kLaneCoord);
+  const LaneValue cond = Lane(*n.operands[0], coords);
+  const std::string a = Eval(*n.operands[1], idx);
+  const std::string b = Eval(*n.operands[2], idx);
+  if (cond.vec) return Assign(n.dtype, absl::StrCat("select(", b, ", ", a, ", ", cond.expr, ")"));
+  return Assign(n.dtype, absl::StrCat("(", cond.expr, ") ? ", a, " : ", b));
 }
 
 // Operands are evaluated last first, except a compare's: the order in which GCC happened to
@@ -452,7 +598,7 @@ void Emitter::Union(DimRef a, DimRef b) {
 
 // Buffers bound at run-time offsets may be larger than any extent seen here: 64 bits.
 std::string IndexType(const Node& root, const InputMap& inputs, const Target& target) {
-  if (target.bind_offsets) return "long";
+  (void)target;  // run-time offsets (bind_offsets) are 64-bit arguments of their own
   int64_t largest = ir::NumElements(root.shape);
   std::vector<const Node*> stack = {&root};
   absl::flat_hash_map<const Node*, bool> seen;
@@ -491,7 +637,21 @@ bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
         if (!VectorFriendly(*o, inputs, x_shape, reduced_dims)) return false;
       }
       return true;
+    case Op::kWhere: {
+      // A condition on positions alone (the causal mask), over rows of one reduced dim.
+      return reduced_dims == 1 && !n.shape.empty() && !x_shape.empty() &&
+             n.shape.back() == x_shape.back() &&
+             ir::NumElements(n.shape) == ir::NumElements(x_shape) &&
+             n.operands[0]->dtype == DType::boolean && LaneFriendly(*n.operands[0], inputs) &&
+             VectorFriendly(*n.operands[1], inputs, x_shape, reduced_dims) &&
+             VectorFriendly(*n.operands[2], inputs, x_shape, reduced_dims);
+    }
     case Op::kExpand: {
+      // A broadcast constant.
+      const Node* value = n.operands[0].get();
+      while (value->op == Op::kReshape && !inputs.contains(value)) value = value->operands[0].get();
+      if (!inputs.contains(value) && (value->op == Op::kConstant || value->op == Op::kScalar))
+        return true;
       if (n.shape != x_shape) return false;
       const Shape& s = n.operands[0]->shape;
       const size_t kept = x_shape.size() - reduced_dims;

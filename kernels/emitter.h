@@ -113,6 +113,9 @@ class Emitter {
     broadcast_row_ = std::move(broadcast_row);
     broadcast_dims_ = broadcast_dims;
   }
+  // Vector mode over rows of one reduced dim: the position along the row of the first of the
+  // 16 elements evaluated next ("r"), for masks that compare positions (LaneFriendly).
+  void SetLaneBase(std::string base) { lane_base_ = std::move(base); }
 
   // The body as `static inline <ret> <name>(<leading>, <the collected parameters>)`, after the
   // CPU maths it calls; the parameters and the arguments that pass them on are also defined as
@@ -144,6 +147,17 @@ class Emitter {
   std::string EvalVector(const ir::Node& n, const Index& idx);
   std::string EvalElementwise(const ir::Node& n, const Index& idx);
   std::string Pad(const ir::Node& n, const Index& idx);
+  // An integer or bool node that LaneFriendly admits, at `coords` (one per dim: scalar
+  // expressions, or kLaneCoord for the 16 positions lane_base_ + 0..15 along the row): an
+  // int16 expression when it depends on the position (a bool as OpenCL's -1/0 mask), a scalar
+  // one otherwise.
+  struct LaneValue {
+    bool vec = false;
+    std::string expr;
+  };
+  LaneValue Lane(const ir::Node& n, const std::vector<std::string>& coords);
+  // Where(cond, a, b) in vector mode, cond LaneFriendly.
+  std::string WhereVector(const ir::Node& n, const Index& idx);
   // Gather and ScatterAdd (emit_gather.cpp): the dims they force equal, and Gather's value.
   void UnifyIndexing(const ir::Node& n);
   std::string Gather(const ir::Node& n, const Index& idx);
@@ -162,6 +176,7 @@ class Emitter {
   bool vec_ = false;
   std::string broadcast_row_;
   size_t broadcast_dims_ = 0;
+  std::string lane_base_ = "r";
   std::vector<CpuMath> helpers_;
   std::vector<std::string> names_;
   std::string body_;
@@ -188,5 +203,10 @@ std::string IndexType(const ir::Node& root, const InputMap& inputs, const Target
 // along the reduced dims (softmax's x - max).
 bool VectorFriendly(const ir::Node& n, const InputMap& inputs, const ir::Shape& x_shape,
                     size_t reduced_dims);
+
+// Whether an integer or bool `n` is computed from positions alone: iotas, integer constants,
+// broadcasts, unit-dim reshapes, integer casts and comparisons (the causal mask col <= row).
+// Such a condition lets Where run in vector mode.
+bool LaneFriendly(const ir::Node& n, const InputMap& inputs);
 
 }  // namespace lazycl::kernels
