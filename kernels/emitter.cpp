@@ -53,6 +53,43 @@ std::string Emitter::Sym(int64_t v, const std::string& key) {
   return name;
 }
 
+DivisorMagic MagicOf(int64_t d) {
+  LAZYCL_CHECK(d >= 2 && d < (int64_t{1} << 31), "codegen: no magic for divisor %lld",
+               static_cast<long long>(d));
+  int l = 0;
+  while ((int64_t{1} << l) < d) ++l;  // ceil(log2 d) >= 1
+  // m = ceil(2^(31 + l) / d) < 2^32; for 0 <= n < 2^31, floor(n * m / 2^(31 + l)) = n / d
+  // (Granlund and Montgomery, 1994, theorem 4.2 with N = 31).
+  const unsigned __int128 num = static_cast<unsigned __int128>(1) << (31 + l);
+  const uint64_t m = static_cast<uint64_t>((num + static_cast<unsigned __int128>(d) - 1) /
+                                           static_cast<unsigned __int128>(d));
+  return {static_cast<uint32_t>(m), l - 1};
+}
+
+std::pair<std::string, std::string> Emitter::DivisorSyms(int64_t v, const std::string& key) {
+  const std::string k = absl::StrCat("div|", key);
+  auto it = syms_.find(k);
+  if (it != syms_.end()) return {it->second + "m", it->second + "s"};
+  Sym(v, key);  // checks that the key's size is v
+  const std::string name = absl::StrCat("d", syms_.size());
+  syms_.emplace(k, name);
+  sym_values_.emplace(k, v);
+  const DivisorMagic magic = MagicOf(v);
+  params_.push_back(absl::StrCat("const uint ", name, "m"));
+  params_.push_back(absl::StrCat("const int ", name, "s"));
+  names_.push_back(name + "m");
+  names_.push_back(name + "s");
+  KernelArgSpec m;
+  m.kind = KernelArgSpec::Kind::kInt32;
+  m.value = static_cast<int32_t>(magic.multiplier);
+  args_.push_back(m);
+  KernelArgSpec sh;
+  sh.kind = KernelArgSpec::Kind::kInt32;
+  sh.value = magic.shift;
+  args_.push_back(sh);
+  return {name + "m", name + "s"};
+}
+
 std::string Emitter::Buffer(BufferRef ref, DType dtype, bool written) {
   auto key = std::make_pair(static_cast<int>(ref.kind), ref.index);
   auto it = buffers_.find(key);
@@ -168,6 +205,9 @@ std::string Emitter::NodeKey(const char* what, const Node& n, size_t d) {
 std::string Emitter::Linear(const Index& idx, const Shape& shape,
                             const std::vector<std::string>& keys) {
   if (idx.linear) return idx.lin;
+  // The dims of a linear index split over this very shape: that index (a reshape of a view
+  // need not split and join again).
+  if (auto it = relin_.find(SplitKey(idx.dims, shape, keys)); it != relin_.end()) return it->second;
   std::string acc;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
@@ -181,6 +221,13 @@ std::string Emitter::Linear(const Index& idx, const Shape& shape,
   Line(absl::StrCat("const ", idx_, " ", v, " = ", acc, ";"));
   memo_[key] = v;
   return v;
+}
+
+std::string Emitter::SplitKey(const std::vector<std::string>& dims, const Shape& shape,
+                              const std::vector<std::string>& keys) {
+  std::string ones;
+  for (int64_t s : shape) ones.push_back(s == 1 ? '1' : 'n');
+  return absl::StrCat(absl::StrJoin(dims, ","), "|", ones, "|", absl::StrJoin(keys, ","));
 }
 
 std::vector<std::string> Emitter::Multi(const Index& idx, const Shape& shape,
@@ -209,14 +256,25 @@ std::vector<std::string> Emitter::Multi(const Index& idx, const Shape& shape,
       break;
     }
     std::string v = Var();
-    Line(absl::StrCat("const ", idx_, " ", v, " = ", rest, " % ", Sym(shape[d], keys[d]), ";"));
-    dims[d] = v;
     std::string q = Var();
-    Line(absl::StrCat("const ", idx_, " ", q, " = ", rest, " / ", Sym(shape[d], keys[d]), ";"));
+    const std::string size = Sym(shape[d], keys[d]);
+    if (idx_ == "int" && shape[d] >= 2) {  // (a size-0 kernel is never launched)
+      // Indices below 2^31 are divided by a multiply and a shift (DivisorMagic): vectorisable,
+      // where an integer division is not (and costs ~25 cycles).
+      const auto [magic, shift] = DivisorSyms(shape[d], keys[d]);
+      Line(absl::StrCat("const int ", q, " = (int)(mul_hi((uint)(", rest, "), ", magic, ") >> ",
+                        shift, ");"));
+      Line(absl::StrCat("const int ", v, " = ", rest, " - ", q, " * ", size, ";"));
+    } else {
+      Line(absl::StrCat("const ", idx_, " ", v, " = ", rest, " % ", size, ";"));
+      Line(absl::StrCat("const ", idx_, " ", q, " = ", rest, " / ", size, ";"));
+    }
+    dims[d] = v;
     rest = q;
   }
   delin_[key] = dims;
   memo_[key] = "";
+  relin_[SplitKey(dims, shape, keys)] = idx.lin;
   return dims;
 }
 
@@ -507,6 +565,16 @@ Emitter::LaneValue Emitter::Lane(const Node& n, const std::vector<std::string>& 
 }
 
 std::string Emitter::WhereVector(const Node& n, const Index& idx) {
+  const Node& c = *n.operands[0];
+  if (CompareOperator(c.op) != nullptr && c.operands[0]->dtype == DType::f32) {
+    // Values compared at the element's own index (max's gradient: x == max): float16
+    // comparisons give the int16 mask.
+    const std::string x = Eval(*c.operands[0], idx), y = Eval(*c.operands[1], idx);
+    const std::string a = Eval(*n.operands[1], idx), b = Eval(*n.operands[2], idx);
+    std::string mask = Var();
+    Line(absl::StrCat("const int16 ", mask, " = (", x, " ", CompareOperator(c.op), " ", y, ");"));
+    return Assign(n.dtype, absl::StrCat("select(", b, ", ", a, ", ", mask, ")"));
+  }
   // The row's own coordinates, the last dim (the reduced one) at the lanes.
   const Shape row_shape(n.shape.begin(), n.shape.end() - 1);
   std::vector<std::string> keys = DimKeys(n);
@@ -614,6 +682,19 @@ std::string IndexType(const Node& root, const InputMap& inputs, const Target& ta
   return largest < (int64_t{1} << 31) - 1 ? "int" : "long";
 }
 
+namespace {
+
+// A comparison of f32 values at the element's own index, both vector friendly.
+bool ValuesCompared(const Node& c, const InputMap& inputs, const Shape& x_shape,
+                    size_t reduced_dims) {
+  return !inputs.contains(&c) && CompareOperator(c.op) != nullptr &&
+         c.operands[0]->dtype == DType::f32 &&
+         VectorFriendly(*c.operands[0], inputs, x_shape, reduced_dims) &&
+         VectorFriendly(*c.operands[1], inputs, x_shape, reduced_dims);
+}
+
+}  // namespace
+
 bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
                     size_t reduced_dims) {
   if (n.dtype != DType::f32) return false;
@@ -642,7 +723,9 @@ bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
       return reduced_dims == 1 && !n.shape.empty() && !x_shape.empty() &&
              n.shape.back() == x_shape.back() &&
              ir::NumElements(n.shape) == ir::NumElements(x_shape) &&
-             n.operands[0]->dtype == DType::boolean && LaneFriendly(*n.operands[0], inputs) &&
+             n.operands[0]->dtype == DType::boolean &&
+             (LaneFriendly(*n.operands[0], inputs) ||
+              ValuesCompared(*n.operands[0], inputs, x_shape, reduced_dims)) &&
              VectorFriendly(*n.operands[1], inputs, x_shape, reduced_dims) &&
              VectorFriendly(*n.operands[2], inputs, x_shape, reduced_dims);
     }

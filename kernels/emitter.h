@@ -21,6 +21,13 @@
 // what it stores is the strategy's.
 namespace lazycl::kernels {
 
+// Division of 31-bit indices by a run-time divisor d >= 2 as a multiply-high and a shift.
+struct DivisorMagic {
+  uint32_t multiplier = 0;
+  int shift = 0;
+};
+DivisorMagic MagicOf(int64_t d);
+
 // Work-items per work-group of the indexed entry points (Emitter::FinishIndexed).
 constexpr size_t kLocalSize = 64;
 
@@ -54,6 +61,10 @@ class Emitter {
   // argument otherwise, one argument per `key`. Keys name structural roles (DimKey, "count"),
   // never values, so that shapes of one structure share one source: [3, 4] and [4, 4] alike.
   std::string Sym(int64_t v, const std::string& key);
+
+  // For a size v >= 2 under `key`: the kernel parameters (uint multiplier, int shift) of
+  // MagicOf(v), once per key: q = mul_hi((uint)n, m) >> s is n / v for 0 <= n < 2^31.
+  std::pair<std::string, std::string> DivisorSyms(int64_t v, const std::string& key);
 
   // The kernel's parameter for `ref` (once per buffer), as an expression to index.
   std::string Buffer(BufferRef ref, DType dtype, bool written);
@@ -147,6 +158,8 @@ class Emitter {
   std::string EvalVector(const ir::Node& n, const Index& idx);
   std::string EvalElementwise(const ir::Node& n, const Index& idx);
   std::string Pad(const ir::Node& n, const Index& idx);
+  static std::string SplitKey(const std::vector<std::string>& dims, const ir::Shape& shape,
+                              const std::vector<std::string>& keys);
   // An integer or bool node that LaneFriendly admits, at `coords` (one per dim: scalar
   // expressions, or kLaneCoord for the 16 positions lane_base_ + 0..15 along the row): an
   // int16 expression when it depends on the position (a bool as OpenCL's -1/0 mask), a scalar
@@ -190,6 +203,8 @@ class Emitter {
   absl::flat_hash_map<std::pair<int, int>, std::string> buffers_;
   absl::flat_hash_map<std::string, std::string> memo_;
   absl::flat_hash_map<std::string, std::vector<std::string>> delin_;
+  // SplitKey of the dims Multi made from a linear index -> that index.
+  absl::flat_hash_map<std::string, std::string> relin_;
   absl::flat_hash_map<const ir::Node*, std::string> values_;
 };
 

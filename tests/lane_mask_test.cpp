@@ -47,6 +47,12 @@ TEST(LaneMask, CausalMaskIsLaneFriendly) {
   InputMap with_stored = {{scores.get(), BufferRef{}}, {stored.get(), BufferRef{}}};
   EXPECT_FALSE(LaneFriendly(*stored, with_stored));
   EXPECT_FALSE(VectorFriendly(*Ok(ir::MakeWhere(stored, scores, neg)), with_stored, shape, 1));
+  // Values compared at the element's own index (max's gradient, x == max) are a mask too.
+  NodePtr max = Ok(ir::MakeReduce(Op::kMax, scores, {3}));
+  NodePtr at_max = Ok(ir::MakeBinary(Op::kEq, scores, Ok(ir::MakeExpand(max, shape))));
+  InputMap with_max = {{scores.get(), BufferRef{}}, {max.get(), BufferRef{}}};
+  NodePtr one = Ok(ir::MakeExpand(ir::MakeConstant(1, DType::f32, {1, 1, 1, 1}), shape));
+  EXPECT_TRUE(VectorFriendly(*Ok(ir::MakeWhere(at_max, one, neg)), with_max, shape, 1));
   // Positions compared with a float are not a lane mask.
   NodePtr f = Ok(ir::MakeCast(ir::MakeIota(DType::i32, 64), DType::f32));
   EXPECT_FALSE(LaneFriendly(*Ok(ir::MakeBinary(Op::kLe, f, f)), inputs));
