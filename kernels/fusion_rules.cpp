@@ -55,8 +55,10 @@ bool OnlyReadPerRowBy(const Partition& p, int r, int o) {
   return ReadsOnlyAtOwnIndex(p.node(o), p.node(r), InputsOf(p), OwnIndex::kRow);
 }
 
-// The relative cost of evaluating `op` once per element: a transcendental is worth several
-// arithmetic ops; views and leaves are free.
+constexpr int64_t kMinRecomputationSaved = int64_t{1} << 16;
+
+}  // namespace
+
 int OpCost(Op op) {
   switch (op) {
     case Op::kExp:
@@ -79,11 +81,6 @@ int OpCost(Op op) {
       return ir::IsElementwise(op) ? 1 : 0;
   }
 }
-
-constexpr int kExpensivePerElement = 8;
-constexpr int64_t kMinRecomputationSaved = int64_t{1} << 16;
-
-}  // namespace
 
 void MaterializeBroadcastExpensiveNodes(Partition* p) {
   bool changed = true;

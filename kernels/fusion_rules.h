@@ -12,6 +12,12 @@
 // emission.
 namespace lazycl::kernels {
 
+// The relative cost of evaluating `op` once per element: a transcendental (exp, sin, sqrt, ...)
+// is worth kExpensivePerElement arithmetic ops, a division half that; views and leaves are free.
+int OpCost(ir::Op op);
+// A subexpression worth computing once rather than again: one transcendental, or 8 ops.
+inline constexpr int kExpensivePerElement = 8;
+
 // A fused subexpression of more than 32 nodes that two kernels read is materialized once
 // rather than recomputed by both; a smaller one is recomputed.
 void MaterializeSharedExpensiveNodes(Partition* p);

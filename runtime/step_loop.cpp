@@ -1,5 +1,6 @@
 #include "runtime/step_loop.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -10,6 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "backend/device.h"
 #include "base/check.h"
+#include "base/metrics_registry.h"
+#include "ir/post_order.h"
+#include "kernels/fusion_rules.h"
 #include "runtime/devices.h"
 #include "runtime/executor.h"
 
@@ -19,8 +23,69 @@ namespace {
 // What a parameter of the body graph is bound to at each step.
 enum class Role { kCarry, kSlice, kCaptured };
 
+// Loop-invariant work: a subexpression of the body that reads neither a carry nor a slice and
+// costs at least one transcendental (kernels::kExpensivePerElement), or a matmul or reduction,
+// such as the rotary tables a decoder layer captured still pending, is computed once before the
+// steps and read by every step as a buffer, rather than computed again at every step. Cheap
+// invariants (an iota mask, a view of a weight) stay fused where they are read. Returns the
+// body's outputs with the hoisted nodes replaced (`hoisted` counts them).
+absl::StatusOr<std::vector<ir::NodePtr>> HoistInvariants(const StepLoop& loop, int* hoisted) {
+  absl::flat_hash_set<const ir::Storage*> per_step;
+  for (const ir::NodePtr& n : loop.carry_in) per_step.insert(n->storage.get());
+  for (const ir::NodePtr& n : loop.x_in) per_step.insert(n->storage.get());
+  backend::BufferManager& buffers = OpenClDevice(loop.device).buffers();
+  absl::flat_hash_map<const ir::Node*, bool> varies;
+  // Cost of the invariant subexpression at a node; -1 when it reads a placeholder (which the
+  // step loop reports) and cannot be computed ahead.
+  absl::flat_hash_map<const ir::Node*, int64_t> cost;
+  std::vector<const ir::Node*> order = ir::PostOrder(loop.outputs);
+  for (const ir::Node* n : order) {
+    if (n->op == ir::Op::kBuffer) {
+      varies[n] = per_step.contains(n->storage.get());
+      cost[n] = n->storage != nullptr && buffers.IsWritten(n->storage->id()) ? 0 : -1;
+      continue;
+    }
+    bool v = false;
+    int64_t c = ir::IsElementwise(n->op)                 ? kernels::OpCost(n->op)
+                : ir::IsLeaf(n->op) || ir::IsView(n->op) ? 0
+                                                         : kernels::kExpensivePerElement;
+    for (const ir::NodePtr& o : n->operands) {
+      v = v || varies[o.get()];
+      const int64_t oc = cost[o.get()];
+      c = oc < 0 || c < 0 ? -1 : std::min<int64_t>(c + oc, int64_t{1} << 30);
+    }
+    varies[n] = v;
+    cost[n] = c;
+  }
+  std::vector<const ir::Node*> hoist;
+  absl::flat_hash_set<const ir::Node*> chosen;
+  for (const ir::Node* n : order) {
+    if (!varies[n]) continue;
+    for (const ir::NodePtr& o : n->operands) {
+      const ir::Node* x = o.get();
+      if (varies[x] || ir::IsLeaf(x->op) || cost[x] < kernels::kExpensivePerElement) continue;
+      if (chosen.insert(x).second) hoist.push_back(x);
+    }
+  }
+  *hoisted = static_cast<int>(hoist.size());
+  if (hoist.empty()) return loop.outputs;
+  absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> values =
+      Materialize(loop.device, hoist, /*wait=*/false);
+  if (!values.ok()) return values.status();
+  absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
+  for (size_t i = 0; i < hoist.size(); ++i)
+    replace[hoist[i]] = ir::MakeBuffer((*values)[i], hoist[i]->dtype, hoist[i]->shape);
+  return DistinctOutputs(ir::Substitute(loop.outputs, replace));
+}
+
 // Allocates the stacked outputs and runs the steps; does not wait for the device.
-absl::StatusOr<StepLoopResult> RunSteps(const StepLoop& loop) {
+absl::StatusOr<StepLoopResult> RunSteps(const StepLoop& loop_in) {
+  StepLoop loop = loop_in;
+  int hoisted = 0;
+  absl::StatusOr<std::vector<ir::NodePtr>> outputs = HoistInvariants(loop_in, &hoisted);
+  if (!outputs.ok()) return outputs.status();
+  loop.outputs = *std::move(outputs);
+  base::metrics::Add("ScanHoistedNodes", hoisted);
   const size_t num_carries = loop.carry_in.size();
   LAZYCL_CHECK(loop.init.size() == num_carries && loop.xs.size() == loop.x_in.size() &&
                    loop.outputs.size() >= num_carries,

@@ -125,7 +125,9 @@ TEST(TransferBenchTest, LlamaInferenceKeepsTheByteInvariants) {
   EXPECT_LE(materialized.max_abs_diff, 1e-4);
   EXPECT_LE(placeholder.max_abs_diff, 1e-4);
   EXPECT_EQ(placeholder.setup_h2d_bytes, LlamaConfigOf(m).num_parameters() * 4);
-  EXPECT_LE(materialized.graph_compiles + placeholder.graph_compiles, 3);
+  // Per strategy, not per step: the layer body, and the rotary tables the body captures, which
+  // the step loop computes once before the layers (runtime/step_loop.cpp, HoistInvariants).
+  EXPECT_LE(materialized.graph_compiles + placeholder.graph_compiles, 4);
 }
 
 TEST(TransferBenchTest, LlamaTrainingKeepsTheByteInvariants) {
