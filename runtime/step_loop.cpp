@@ -64,6 +64,9 @@ absl::StatusOr<std::vector<ir::NodePtr>> HoistInvariants(const StepLoop& loop, i
     for (const ir::NodePtr& o : n->operands) {
       const ir::Node* x = o.get();
       if (varies[x] || ir::IsLeaf(x->op) || cost[x] < kernels::kExpensivePerElement) continue;
+      // Below its views: a table broadcast over heads is computed once at its own size, and
+      // the body reads it through the broadcast.
+      while (ir::IsView(x->op) && !ir::IsLeaf(x->operands[0]->op)) x = x->operands[0].get();
       if (chosen.insert(x).second) hoist.push_back(x);
     }
   }
