@@ -1,6 +1,7 @@
 #include "kernels/partition.h"
 
 #include <functional>
+#include <vector>
 
 #include "kernels/views.h"
 
@@ -36,7 +37,24 @@ Partition::Partition(const Graph& graph)
   for (const Node* n : g_.nodes) {
     if (n->op != Op::kMatmul) continue;
     for (const ir::NodePtr& operand : n->operands) {
-      if (!MatmulAccess(*operand, materialized).has_value()) root_[IndexOf(*operand)] = true;
+      if (MatmulAccess(*operand, materialized).has_value()) continue;
+      // Views over a computed value (k^T of the rotated keys): the value is materialized in its
+      // own layout, written contiguously, and the matmul reads the views in place; only where
+      // they are not strided is the operand itself materialized.
+      // The lowest node of the view chain that works (the repeated keys of grouped-query
+      // attention before their transpose, when the repeat itself is not strided).
+      std::vector<const Node*> chain = {operand.get()};
+      while (!IsInput(*chain.back()) && ir::IsView(chain.back()->op))
+        chain.push_back(chain.back()->operands[0].get());
+      bool done = false;
+      for (size_t c = chain.size(); c-- > 1 && !done;) {
+        const Node* candidate = chain[c];
+        if (IsInput(*candidate) || ir::IsLeaf(candidate->op)) continue;
+        root_[IndexOf(*candidate)] = true;
+        done = MatmulAccess(*operand, materialized).has_value();
+        if (!done) root_[IndexOf(*candidate)] = false;
+      }
+      if (!done) root_[IndexOf(*operand)] = true;
     }
   }
 }

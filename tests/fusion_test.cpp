@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "lazycl/lazycl.h"
+#include "lazycl/profile.h"
 
 namespace lazycl {
 namespace {
@@ -247,6 +248,35 @@ TEST(FusionTest, CausalSoftmaxIsOneRowKernel) {
       for (int64_t j = 0; j < t; ++j) {
         const double want = j <= i ? std::exp(0.5 * x[j] - m) / total : 0.0;
         ASSERT_NEAR(got[r * t + j], want, 1e-6) << "t=" << t << " row " << r << " col " << j;
+      }
+    }
+  }
+}
+
+// A matmul operand that is a transpose of a computed value (q @ rope(k)^T) reads the value in
+// place through the transpose: the value's kernel writes it in its own layout (no kernel whose
+// root is the Permute), and the product is right.
+TEST(FusionTest, TransposedComputedOperandIsReadInPlace) {
+  const int64_t b = 3, t = 24, d = 16;
+  const std::vector<float> qv = Values(b * t * d, 0.02f, -0.3f),
+                           kv = Values(b * t * d, -0.03f, 0.5f);
+  Tensor q = tensor(qv, {b, t, d}, kCl), k = tensor(kv, {b, t, d}, kCl);
+  Tensor s = matmul(q, transpose(k * 2.0 + 1.0, 1, 2));
+  metrics::set_profiling(true);
+  metrics::reset_profile();
+  EXPECT_EQ(KernelsFor(s), 2);
+  for (const metrics::KernelProfile& row : metrics::kernel_profile())
+    EXPECT_EQ(row.kernel.find("Permute"), std::string::npos) << row.kernel;
+  metrics::set_profiling(false);
+  const std::vector<float> got = s.to_vector<float>();
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t r = 0; r < t; ++r) {
+      for (int64_t c = 0; c < t; ++c) {
+        double want = 0;
+        for (int64_t e = 0; e < d; ++e)
+          want +=
+              static_cast<double>(qv[(i * t + r) * d + e]) * (kv[(i * t + c) * d + e] * 2.0 + 1.0);
+        ASSERT_NEAR(got[(i * t + r) * t + c], want, 1e-4 * (1 + std::abs(want)));
       }
     }
   }
