@@ -49,7 +49,10 @@ bool Enabled() { return Flag().load(std::memory_order_relaxed); }
 
 void SetEnabled(bool on) {
   Flag().store(on);
-  ForEachOpenDevice([on](int, backend::Device& d) { d.SetProfiling(on); });
+  ForEachOpenDevice([on](int index, backend::Device& d) {
+    if (!on) Collect(index, d);  // the runs counted so far keep their times
+    d.SetProfiling(on);
+  });
 }
 
 int64_t TagOf(int device, const kernels::KernelSpec& spec) {

@@ -30,8 +30,8 @@ struct KernelRow {
 };
 
 bool Enabled();
-// Turns profiling on or off for every device, open or opened later. Off drops timings not yet
-// read; rows already summed stay until Reset.
+// Turns profiling on or off for every device, open or opened later. Off first reads the
+// timings still waiting; rows stay until Reset.
 void SetEnabled(bool on);
 
 // The row of `spec` on `device` (registered on first use). Launch l of the spec carries the
