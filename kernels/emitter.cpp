@@ -442,25 +442,6 @@ namespace {
 
 constexpr char kLaneCoord[] = "@lane";
 
-const char* CompareOperator(Op op) {
-  switch (op) {
-    case Op::kLt:
-      return "<";
-    case Op::kLe:
-      return "<=";
-    case Op::kGt:
-      return ">";
-    case Op::kGe:
-      return ">=";
-    case Op::kEq:
-      return "==";
-    case Op::kNe:
-      return "!=";
-    default:
-      return nullptr;
-  }
-}
-
 bool Integral(DType t) { return t == DType::i32 || t == DType::i64; }
 
 // The dims of `to` that are not 1, matched in order to those of `from`: -1 where `to` has a 1,

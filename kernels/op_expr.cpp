@@ -41,6 +41,29 @@ std::string Call(const char* f, const ExprArgs& a) {
   return absl::StrCat(text, ")");
 }
 
+}  // namespace
+
+const char* CompareOperator(Op op) {
+  switch (op) {
+    case Op::kLt:
+      return "<";
+    case Op::kLe:
+      return "<=";
+    case Op::kGt:
+      return ">";
+    case Op::kGe:
+      return ">=";
+    case Op::kEq:
+      return "==";
+    case Op::kNe:
+      return "!=";
+    default:
+      return nullptr;
+  }
+}
+
+namespace {
+
 std::string Compare(const ExprArgs& a, const char* op) {
   return absl::StrCat("(uchar)(", a.x[0], " ", op, " ", a.x[1], ")");
 }
@@ -135,12 +158,12 @@ constexpr OpExprRow kOpExprs[] = {
     {Op::kMinimum,
      [](const ExprArgs& a, Calls*) { return Call(a.dtype == DType::f32 ? "fmin" : "min", a); }},
     {Op::kPow, [](const ExprArgs& a, Calls*) { return Call("pow", a); }},
-    {Op::kLt, [](const ExprArgs& a, Calls*) { return Compare(a, "<"); }},
-    {Op::kLe, [](const ExprArgs& a, Calls*) { return Compare(a, "<="); }},
-    {Op::kGt, [](const ExprArgs& a, Calls*) { return Compare(a, ">"); }},
-    {Op::kGe, [](const ExprArgs& a, Calls*) { return Compare(a, ">="); }},
-    {Op::kEq, [](const ExprArgs& a, Calls*) { return Compare(a, "=="); }},
-    {Op::kNe, [](const ExprArgs& a, Calls*) { return Compare(a, "!="); }},
+    {Op::kLt, [](const ExprArgs& a, Calls*) { return Compare(a, CompareOperator(Op::kLt)); }},
+    {Op::kLe, [](const ExprArgs& a, Calls*) { return Compare(a, CompareOperator(Op::kLe)); }},
+    {Op::kGt, [](const ExprArgs& a, Calls*) { return Compare(a, CompareOperator(Op::kGt)); }},
+    {Op::kGe, [](const ExprArgs& a, Calls*) { return Compare(a, CompareOperator(Op::kGe)); }},
+    {Op::kEq, [](const ExprArgs& a, Calls*) { return Compare(a, CompareOperator(Op::kEq)); }},
+    {Op::kNe, [](const ExprArgs& a, Calls*) { return Compare(a, CompareOperator(Op::kNe)); }},
     {Op::kWhere,
      [](const ExprArgs& a, Calls*) { return absl::StrCat(a.x[0], " ? ", a.x[1], " : ", a.x[2]); }},
     {Op::kReshape, nullptr},

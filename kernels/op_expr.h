@@ -25,6 +25,9 @@ struct ExprArgs {
 // function the expression calls, for the kernel to define.
 std::string OpExpr(ir::Op op, const ExprArgs& args, std::vector<CpuMath>* calls);
 
+// The OpenCL C operator of a comparison op ("<", "<=", ...); nullptr for any other op.
+const char* CompareOperator(ir::Op op);
+
 // Reductions (ir::IsReduce) of values of dtype `t`:
 // the value an accumulator starts from;
 std::string ReduceIdentity(ir::Op op, DType t);
