@@ -209,7 +209,8 @@ Epilogues FindEpilogues(const Partition& p) {
     if (it == readers.end() || it->second.size() != 1) continue;
     const int r = it->second[0];
     const Node& root = p.node(r);
-    if (epilogues.matmul_of.contains(r) || !ir::IsElementwise(root.op) || root.shape != m.shape ||
+    if (epilogues.matmul_of.contains(r) ||
+        !(ir::IsElementwise(root.op) || IsIdentityReshape(root)) || root.shape != m.shape ||
         root.dtype != m.dtype) {
       continue;
     }

@@ -10,7 +10,7 @@ using ir::Op;
 
 // Whether node `n`, on a path from root to x, keeps x read at root's own index (or row).
 bool Allowed(const Node& n, const Node& root, const Node& x, OwnIndex mode) {
-  if (ir::IsElementwise(n.op) && n.shape == root.shape) return true;
+  if ((ir::IsElementwise(n.op) || IsIdentityReshape(n)) && n.shape == root.shape) return true;
   if (mode == OwnIndex::kElement) return false;
   return (ir::IsElementwise(n.op) && n.shape == x.shape) ||
          (ir::IsReduce(n.op) && n.operands[0]->shape == root.shape) ||
@@ -18,6 +18,10 @@ bool Allowed(const Node& n, const Node& root, const Node& x, OwnIndex mode) {
 }
 
 }  // namespace
+
+bool IsIdentityReshape(const Node& n) {
+  return n.op == Op::kReshape && n.shape == n.operands[0]->shape;
+}
 
 bool ReadsOnlyAtOwnIndex(const Node& root, const Node& x, const IsKernelInput& is_input,
                          OwnIndex mode) {

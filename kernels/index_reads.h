@@ -10,11 +10,15 @@
 // back. Each asks the same question of the paths from a kernel's root down to one value.
 namespace lazycl::kernels {
 
+// A Reshape to its operand's own shape (what Tensor::detach() makes of a pending value): it
+// reads its operand at its own index, as an elementwise op does.
+bool IsIdentityReshape(const ir::Node& n);
+
 // Which nodes a path from the root may pass through on its way to x.
 enum class OwnIndex {
-  // Elementwise nodes of root's shape only, so x is read at root's own index. Reductions end
-  // paths: in a row kernel they are values computed before the row (codegen), and an epilogue
-  // chain holds none (its caller checks).
+  // Elementwise nodes (and identity reshapes) of root's shape only, so x is read at root's own
+  // index. Reductions end paths: in a row kernel they are values computed before the row
+  // (codegen), and an epilogue chain holds none (its caller checks).
   kElement,
   // x is a per-row value of root's row kernel (fusion_rules.cpp): a node on a path may also be
   // a reduction of a value of root's shape (taken into the kernel, it reads its own row), an

@@ -458,5 +458,41 @@ TEST(FusionTest, MatmulWithoutFusableEpilogueKeepsItsKernel) {
   }
 }
 
+// The chains of a training step's backward pass fuse too: relu's gradient (a comparison of the
+// stored activation at the element's index) and SGD's update of a detached gradient (detach()
+// is an identity reshape of the pending product) are each stored by their matmul's kernel.
+TEST(FusionTest, ReluGradientAndSgdUpdateAreMatmulEpilogues) {
+  const int64_t m = 40, k = 50, n = 36;
+  const std::vector<float> xv = Values(m * k, 0.01f, -0.5f);
+  const std::vector<float> wv = Values(k * n, -0.013f, 0.6f);
+  const std::vector<float> hv = Values(m * n, 0.02f, -1.0f);
+  const std::vector<float> gv = Values(m * n, -0.03f, 1.5f);
+  Tensor x = tensor(xv, {m, k}, kCl);
+  Tensor w = tensor(wv, {k, n}, kCl);
+  Tensor h = tensor(hv, {m, n}, kCl);
+  Tensor g = tensor(gv, {m, n}, kCl);
+  Tensor dh = where(gt(h, 0.0), matmul(x, w), 0.0);
+  EXPECT_EQ(KernelsFor(dh), 1);
+  Tensor updated = w - matmul(transpose(x, 0, 1), g).detach() * 0.5;
+  EXPECT_EQ(KernelsFor(updated), 1);
+  const std::vector<double> xw = HostMatmul(xv, wv, m, k, n);
+  const std::vector<float> got_dh = dh.to_vector<float>();
+  int masked = 0;
+  for (int64_t i = 0; i < m * n; ++i) {
+    masked += hv[i] <= 0;
+    EXPECT_NEAR(got_dh[i], hv[i] > 0 ? xw[i] : 0.0, 1e-4) << i;
+  }
+  EXPECT_GT(masked, 0);
+  EXPECT_LT(masked, m * n);
+  const std::vector<float> got_w = updated.to_vector<float>();
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double d = 0;
+      for (int64_t r = 0; r < m; ++r) d += static_cast<double>(xv[r * k + i]) * gv[r * n + j];
+      EXPECT_NEAR(got_w[i * n + j], wv[i * n + j] - 0.5 * d, 1e-4) << i << "," << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lazycl
