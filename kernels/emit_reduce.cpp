@@ -2,6 +2,7 @@
 // work-group per output element with a tree in local memory (GPU); the fused operand is
 // evaluated inside the loop. The combiner and identity are op_expr.h's.
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,75 @@ namespace {
 // Work-group size of the GPU strategy's tree reductions (one that every GPU we know of takes).
 constexpr size_t kGroupSize = 128;
 
+// CPU, f32, the last dim kept (a bias's gradient: a sum over the rows of [rows, N]): a
+// work-item takes 16 neighbouring outputs along the last dim, whose operands lie side by side
+// at every reduced index, and reduces them as one float16 (PoCL runs the reduced loop of a
+// work-item as written, so one output per work-item walks memory N floats apart, scalar). The
+// outputs past the last whole 16 of a row are reduced one at a time. Each output's values are
+// combined in the same order as the scalar kernel's.
+KernelSpec EmitColumns(const Node& root, BufferRef out, const InputMap& inputs,
+                       const Target& target) {
+  const Node& x = *root.operands[0];
+  const std::vector<int64_t>& axes = root.args;
+  Shape reduced_shape;
+  for (int64_t a : axes) reduced_shape.push_back(x.shape[a]);
+  const int64_t reduced = ir::NumElements(reduced_shape);
+  const int64_t last = x.shape.back();
+  const int64_t chunks = (last + 15) / 16;  // per row of the last dim
+  const int64_t items = ir::NumElements(root.shape) / last * chunks;
+
+  Emitter e(inputs, IndexType(root, inputs, target), target);
+  e.UnifyDims(root);
+  const DType t = root.dtype;
+  const std::string out_name = e.Buffer(out, t, true);
+  const std::string n = e.Sym(last, e.DimKey(&root, root.shape.size() - 1));
+  const std::string c = e.Sym(chunks, "chunks");
+  e.Line(absl::StrCat("const idx_t row = gid / ", c, ";"));
+  e.Line(absl::StrCat("const idx_t c0 = (gid - row * ", c, ") * 16;"));
+  e.Line(absl::StrCat("const idx_t o = row * ", n, " + c0;"));
+  std::vector<std::string> dims = e.Multi(Index::Linear("o"), root);
+  std::vector<std::string> r_keys;
+  for (int64_t a : axes) r_keys.push_back(e.DimKey(&x, static_cast<size_t>(a)));
+  const std::string identity = ReduceIdentity(root.op, t);
+  // The loop over the reduced elements, x read at `dims` with the last one at `col`.
+  auto loop = [&](const std::string& acc, const std::string& col) {
+    e.Line(absl::StrCat("for (idx_t r = 0; r < ", e.Sym(reduced, "reduced"), "; ++r) {"));
+    e.Indent();
+    auto scope = e.SaveScope();
+    std::vector<std::string> at = dims;
+    at.back() = col;
+    std::vector<std::string> r_dims = e.Multi(Index::Linear("r"), reduced_shape, r_keys);
+    for (size_t i = 0; i < axes.size(); ++i) at[axes[i]] = r_dims[i];
+    e.Line(ReduceAccumulate(root.op, t, acc, e.Eval(x, Index::Multi(std::move(at)))));
+    e.RestoreScope(std::move(scope));
+    e.Dedent();
+    e.Line("}");
+  };
+  e.Line(absl::StrCat("if (c0 + 16 <= ", n, ") {"));
+  e.Indent();
+  e.Line(absl::StrCat("float16 acc16 = (float16)(", identity, ");"));
+  e.SetVector(true, "0", 0);
+  loop("acc16", "c0");
+  e.SetVector(false);
+  e.Line(absl::StrCat("vstore16(acc16, 0, ", out_name, " + o);"));
+  e.Dedent();
+  e.Line("} else {");
+  e.Indent();
+  e.Line(absl::StrCat("for (idx_t j = c0; j < ", n, "; ++j) {"));
+  e.Indent();
+  e.Line(absl::StrCat(CType(t), " acc = ", identity, ";"));
+  loop("acc", "j");
+  e.Line(absl::StrCat(out_name, "[o - c0 + j] = acc;"));
+  e.Dedent();
+  e.Line("}");
+  e.Dedent();
+  e.Line("}");
+  KernelSpec spec = e.FinishIndexed("red_cols", items);
+  spec.summary = absl::StrCat("reduce ", ir::NodeString(root), " of ", ir::NodeString(x),
+                              " (16 columns per work-item)");
+  return spec;
+}
+
 }  // namespace
 
 KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, int64_t split,
@@ -35,6 +105,13 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
   const int64_t reduced = ir::NumElements(reduced_shape);
   const int64_t outputs = ir::NumElements(root.shape);
   const int64_t chunk = split > 1 ? (reduced + split - 1) / split : reduced;
+  const bool last_kept =
+      !x.shape.empty() &&
+      std::find(axes.begin(), axes.end(), static_cast<int64_t>(x.shape.size() - 1)) == axes.end();
+  if (target.cpu && split == 1 && root.dtype == DType::f32 && last_kept && x.shape.back() >= 16 &&
+      VectorFriendly(x, inputs, x.shape, 0)) {
+    return EmitColumns(root, out, inputs, target);
+  }
 
   Emitter e(inputs, IndexType(root, inputs, target), target);
   e.UnifyDims(root);

@@ -366,7 +366,11 @@ std::string Emitter::EvalUncached(const Node& n, const Index& idx) {
   if (input != inputs_.end() || back != read_back_.end()) {
     std::string buf = back != read_back_.end() ? Buffer(back->second, n.dtype, true)
                                                : Buffer(input->second, n.dtype, false);
-    if (vec_) return Assign(n.dtype, absl::StrCat("vload16(0, ", buf, " + ", Linear(idx, n), ")"));
+    if (vec_) {
+      const std::string at = absl::StrCat(buf, " + ", Linear(idx, n));
+      if (prefetch_) Line(absl::StrCat("LC_PREFETCH(", at, ");"));
+      return Assign(n.dtype, absl::StrCat("vload16(0, ", at, ")"));
+    }
     return Assign(n.dtype, absl::StrCat(buf, "[", Linear(idx, n), "]"));
   }
   if (vec_) {
@@ -417,9 +421,23 @@ std::string Emitter::EvalUncached(const Node& n, const Index& idx) {
 // which is shared with scalar code. Only what VectorFriendly admits reaches here.
 std::string Emitter::EvalVector(const Node& n, const Index& idx) {
   const DType t = n.dtype;
+  // An Expand that keeps the last dim, where the 16 elements lie in one row of it: 16 elements
+  // of its operand, the broadcast dims at 0 (VectorFriendly's column form).
+  auto column_form = [&](const Node& expand) {
+    const Shape& s = expand.operands[0]->shape;
+    return broadcast_dims_ <= 1 && !s.empty() && s.back() == expand.shape.back();
+  };
   if (n.op == Op::kConstant) return Assign(t, absl::StrCat("(float16)(", Literal(n.value, t), ")"));
   if (n.op == Op::kScalar) return Assign(t, absl::StrCat("(float16)(", ScalarArg(n), ")"));
-  if (n.op == Op::kDiv && n.operands[1]->op == Op::kExpand) {
+  if (n.op == Op::kExpand && column_form(n)) {
+    std::vector<std::string> in = Multi(idx, n);
+    const Shape& s = n.operands[0]->shape;
+    for (size_t d = 0; d < in.size(); ++d) {
+      if (s[d] == 1) in[d] = "0";
+    }
+    return Eval(*n.operands[0], Index::Multi(std::move(in)));
+  }
+  if (n.op == Op::kDiv && n.operands[1]->op == Op::kExpand && !column_form(*n.operands[1])) {
     // Division by a per-row value (softmax's sum): one reciprocal per row and a multiply
     // per element; a vector divide costs ~10x a multiply. Within 1 ulp of the division.
     std::string a = Eval(*n.operands[0], idx);
@@ -700,6 +718,12 @@ bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
       }
       return true;
     case Op::kWhere: {
+      // In an epilogue, f32 values compared at the element's own index (relu's gradient).
+      if (reduced_dims == 0) {
+        return n.shape == x_shape && ValuesCompared(*n.operands[0], inputs, x_shape, 0) &&
+               VectorFriendly(*n.operands[1], inputs, x_shape, 0) &&
+               VectorFriendly(*n.operands[2], inputs, x_shape, 0);
+      }
       // A condition on positions alone (the causal mask), over rows of one reduced dim.
       return reduced_dims == 1 && !n.shape.empty() && !x_shape.empty() &&
              n.shape.back() == x_shape.back() &&
@@ -718,6 +742,10 @@ bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
         return true;
       if (n.shape != x_shape) return false;
       const Shape& s = n.operands[0]->shape;
+      // The column form: the last dim kept, the 16 elements in one row of it (at most one
+      // reduced dim), so they are 16 elements of the operand too.
+      if (reduced_dims <= 1 && !s.empty() && s.back() == x_shape.back())
+        return VectorFriendly(*n.operands[0], inputs, s, 0);
       const size_t kept = x_shape.size() - reduced_dims;
       for (size_t d = 0; d < s.size(); ++d) {
         if (d < kept ? s[d] != x_shape[d] : s[d] != 1) return false;

@@ -116,17 +116,26 @@ class Emitter {
   // broadcast). Survives scopes. Set before UnifyDims, which then stops at `n`, or after it.
   void SetValue(const ir::Node* n, std::string value) { values_[n] = std::move(value); }
 
-  // Vector mode: f32 values are float16, and a linear index i names elements i .. i + 15
-  // (VectorFriendly says which expressions can be evaluated this way). `broadcast_row` is the
-  // scalar index at which an Expand over the trailing `broadcast_dims` dims is read.
+  // Vector mode: f32 values are float16, and an index names the element there and the 15 after
+  // it in row-major order (VectorFriendly says which expressions can be evaluated this way).
+  // `broadcast_row` is the scalar index at which an Expand over the trailing `broadcast_dims`
+  // dims is read. With `broadcast_dims` 0 or 1 the 16 elements lie in one row of the last dim,
+  // so an Expand that keeps the last dim (a bias over rows) is read as 16 elements too.
   void SetVector(bool on, std::string broadcast_row = "", size_t broadcast_dims = 0) {
     vec_ = on;
     broadcast_row_ = std::move(broadcast_row);
     broadcast_dims_ = broadcast_dims;
   }
+  // In vector mode, also prefetch what is read from memory (LC_PREFETCH, defined by the CPU
+  // matmul template), for a function whose only effect is that.
+  void SetPrefetch(bool on) { prefetch_ = on; }
   // Vector mode over rows of one reduced dim: the position along the row of the first of the
   // 16 elements evaluated next ("r"), for masks that compare positions (LaneFriendly).
   void SetLaneBase(std::string base) { lane_base_ = std::move(base); }
+
+  // The body written so far, which the emitter forgets (the parameters it collected stay): for a
+  // second function over the same parameters (FinishFunction).
+  std::string TakeBody() { return std::exchange(body_, std::string()); }
 
   // The body as `static inline <ret> <name>(<leading>, <the collected parameters>)`, after the
   // CPU maths it calls; the parameters and the arguments that pass them on are also defined as
@@ -187,6 +196,7 @@ class Emitter {
   const absl::flat_hash_map<const ir::Node*, int>* scalar_of_;
   absl::flat_hash_map<int, std::string> scalars_;  // scalar index -> expression
   bool vec_ = false;
+  bool prefetch_ = false;
   std::string broadcast_row_;
   size_t broadcast_dims_ = 0;
   std::string lane_base_ = "r";
@@ -214,8 +224,10 @@ std::string IndexType(const ir::Node& root, const InputMap& inputs, const Target
 
 // Whether `x`, reduced over its trailing `reduced_dims` dims, can be evaluated 16 elements at a
 // time in Emitter's vector mode: f32 elementwise ops whose vector forms are plain OpenCL C,
-// reading inputs at x's own linear index, and Expands that only broadcast a per-row value
-// along the reduced dims (softmax's x - max).
+// reading inputs at x's own linear index, Expands that only broadcast a per-row value along the
+// reduced dims (softmax's x - max) and, with at most one reduced dim, Expands that keep the
+// last dim (a bias, RMSNorm's weight). `reduced_dims` 0 is a matmul's epilogue: 16 elements of
+// one row of C; a Where there must compare f32 values at its own index (relu's gradient).
 bool VectorFriendly(const ir::Node& n, const InputMap& inputs, const ir::Shape& x_shape,
                     size_t reduced_dims);
 

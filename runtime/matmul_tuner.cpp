@@ -285,9 +285,10 @@ std::string BlockingString(const MatmulBlocking& b) {
 }
 
 std::string TuneCacheKey(const backend::DeviceInfo& info) {
-  return absl::StrCat(info.device_name, "|", info.driver_version, "|", LAZYCL_VERSION_STRING,
-                      "|template ",
-                      absl::Hex(Fnv1a(std::string(kernels::Template("matmul_cpu.cl")))));
+  return absl::StrCat(
+      info.device_name, "|", info.driver_version, "|", LAZYCL_VERSION_STRING, "|template ",
+      absl::Hex(Fnv1a(absl::StrCat(std::string(kernels::Template("prefetch.cl")),
+                                   std::string(kernels::Template("matmul_cpu.cl"))))));
 }
 
 std::string TuneCachePath(const backend::DeviceInfo& info, const std::string& dir) {

@@ -625,5 +625,95 @@ TEST(OpsMoreTest, TopkMatchesReferenceAndHost) {
   EXPECT_NE(e.find("rank >= 1"), std::string::npos) << e;
 }
 
+// Sums and maxima over leading dims that keep the last one (a bias's gradient, a column
+// statistic). The CPU strategy reduces 16 neighbouring columns per work-item as one vector
+// (emit_reduce.cpp, EmitColumns) and the columns past the last whole 16 one at a time; rows of
+// 15 or fewer columns, views it cannot read 16 at a time (transposed) and the GPU strategy take
+// the one-output-per-item kernel. Every case against the host on the same values.
+TEST(OpsMoreTest, ReductionsThatKeepTheLastDimMatchHost) {
+  const Shape shapes[] = {{300, 1000}, {7, 17},    {5, 16},    {9, 15},    {0, 32},
+                          {1, 48},     {3, 5, 40}, {4, 6, 33}, {2, 1, 64}, {6, 0, 20}};
+  uint64_t seed = 900;
+  for (const Shape& s : shapes) {
+    const bool empty = s[0] == 0 || (s.size() > 2 && s[1] == 0);
+    for (Layout l : {Layout::kContiguous, Layout::kTransposed, Layout::kLazy}) {
+      Check(
+          "sum over dim 0",
+          [](const Tensor& x) {
+            return std::vector<Tensor>{sum(x, {0}), sum(x, {0}, true)};
+          },
+          s, DType::f32, l, ++seed, 1e-4, 1e-4);
+      // x times a broadcast row of its own column maxima (an Expand that keeps the last dim),
+      // then summed over the rows.
+      if (!empty) {
+        Check(
+            "max over dim 0, and a sum of x scaled by it",
+            [](const Tensor& x) {
+              const Tensor m = max(x, {0}, true);
+              return std::vector<Tensor>{max(x, {0}), sum(relu(x) * m + x, {0})};
+            },
+            s, DType::f32, l, ++seed, 1e-4, 1e-4);
+      }
+      if (s.size() == 3) {
+        Check(
+            "sum over the leading dims, and over the middle one",
+            [](const Tensor& x) {
+              return std::vector<Tensor>{sum(x, {0, 1}), sum(x, {1})};
+            },
+            s, DType::f32, l, ++seed, 1e-4, 1e-4);
+      }
+    }
+  }
+}
+
+// Elementwise chains stored by the matmul kernel (epilogues). The CPU strategy evaluates a
+// chain that has a vector form 16 columns at a time on whole panels and one at a time at the
+// edges (emit_matmul.cpp, lc_epilogue16): the bias of a layer, relu's gradient (a comparison
+// of stored values at the element's index), SGD's update of a detached gradient, a batched
+// product; a per-row scale has no vector form and stays scalar. Against the host, with sizes
+// at and between the panel edges.
+TEST(OpsMoreTest, MatmulEpiloguesMatchHost) {
+  struct Case {
+    int64_t m, k, n;
+  };
+  const Case cases[] = {{70, 300, 45},  {33, 64, 64}, {17, 20, 100}, {1, 5, 16},
+                        {40, 513, 130}, {9, 7, 1},    {0, 4, 32}};
+  uint64_t seed = 1000;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n));
+    auto pair = [&](const Shape& s) {
+      const Tensor h = randn(s, ++seed, DType::f32, Host());
+      return std::make_pair(h, h.to(Cl()));
+    };
+    const auto [xh, xd] = pair({c.m, c.k});
+    const auto [wh, wd] = pair({c.k, c.n});
+    const auto [bh, bd] = pair({c.n});
+    const auto [hh, hd] = pair({c.m, c.n});  // a stored activation
+    const auto [gh, gd] = pair({c.m, c.n});  // the gradient of the layer's output
+    const auto [sh, sd] = pair({c.m, 1});
+    const auto [ah, ad] = pair({3, c.m, c.k});
+    const auto [ch, cd] = pair({3, c.k, c.n});
+    auto run = [&](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& h,
+                   const Tensor& g, const Tensor& s, const Tensor& a, const Tensor& cc) {
+      const Tensor layer = relu(matmul(x, w) + b);
+      const Tensor dh = where(gt(h, 0.0), matmul(x, w), 0.0);
+      const Tensor sgd = w - matmul(transpose(x, 0, 1), g).detach() * 0.01;
+      const Tensor batched = matmul(a, cc) * 0.5 + b;
+      const Tensor per_row = matmul(x, w) * s;
+      const std::vector<Tensor> out = {layer, dh, sgd, batched, per_row};
+      for (const Tensor& t : out) sync({t});  // each its own graph: its own matmul and chain
+      return out;
+    };
+    const std::vector<Tensor> want = run(xh, wh, bh, hh, gh, sh, ah, ch);
+    const std::vector<Tensor> got = run(xd, wd, bd, hd, gd, sd, ad, cd);
+    const char* names[] = {"relu(x @ w + b)", "where(h > 0, x @ w, 0)", "w - 0.01 (x^T @ g)",
+                           "(a @ c) * 0.5 + b", "(x @ w) * s"};
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(got[i].device().is_opencl()) << names[i];
+      EXPECT_TRUE(Near(want[i], got[i], 1e-4, 2e-4)) << names[i];
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lazycl::more

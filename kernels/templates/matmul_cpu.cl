@@ -19,10 +19,20 @@
 // With an epilogue, earlier passes store plain partial sums, the last one the epilogue's value.
 // A generated source may put an epilogue before this text: LC_EPILOGUE defined, and
 // `lc_epilogue(acc, batch, row, col LC_EPI_ARGS)` the value to store for the element of C at
-// (batch, row, col) whose product is `acc`, reading the extra kernel arguments LC_EPI_PARAMS.
+// (batch, row, col) whose product is `acc`, reading the extra kernel arguments LC_EPI_PARAMS;
+// with LC_EPILOGUE16 also defined, `lc_epilogue16` is the same for the 16 elements from col of
+// one row (float16 in and out), used on whole panels (NR is a multiple of 16), and
+// `lc_prefetch16(batch, row, col LC_EPI_ARGS)` prefetches what lc_epilogue16 would read there.
+// prefetch.cl, before this text, defines LC_PREFETCH.
 #ifndef LC_EPILOGUE
 #define LC_EPI_PARAMS
 #define LC_EPI_ARGS
+#endif
+#if defined(LC_EPILOGUE16)
+#define LC_PREFETCH_EPILOGUE(b, r, c) \
+  if (last) lc_prefetch16(b, r, c LC_EPI_ARGS);
+#else
+#define LC_PREFETCH_EPILOGUE(b, r, c)
 #endif
 
 #define LC_CAT(a, b) a##b
@@ -94,6 +104,19 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
   }
       LC_ROWS(LC_DECL)
 #undef LC_DECL
+      // What the next block reads besides A and the panel (its partial sums of C, and on the
+      // last pass its epilogue's inputs) is fetched while this one computes.
+      if (full && m0 + MR < m_end) {
+#define LC_AHEAD(i)                                                                \
+  if (m0 + MR + i < M) {                                                           \
+    for (int j = 0; j < NR; j += 16) {                                             \
+      if (k0 > 0) LC_PREFETCH(c + (m0 + MR + i) * N + n0 + j);                     \
+      LC_PREFETCH_EPILOGUE(batch, m0 + MR + i, n0 + j);                            \
+    }                                                                              \
+  }
+        LC_ROWS(LC_AHEAD)
+#undef LC_AHEAD
+      }
       for (long k = 0; k < kn; ++k) {
         LC_VECS(LC_LOAD_B, 0)
         const long ak = k * a_sk;
@@ -105,7 +128,21 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
         LC_ROWS(LC_ROW_FMA)
 #undef LC_ROW_FMA
       }
-#ifdef LC_EPILOGUE
+#if defined(LC_EPILOGUE16)
+#define LC_STORE_LAST(i)                                                                \
+  {                                                                                     \
+    float t[NR];                                                                        \
+    LC_VECS(LC_STORE_T, i)                                                              \
+    if (full) {                                                                         \
+      for (int j = 0; j < NR; j += 16)                                                  \
+        vstore16(lc_epilogue16(vload16(0, t + j), batch, m0 + i, n0 + j LC_EPI_ARGS), 0, \
+                 cr##i + n0 + j);                                                       \
+    } else {                                                                            \
+      for (int j = 0; j < NR && n0 + j < N; ++j)                                        \
+        cr##i[n0 + j] = lc_epilogue(t[j], batch, m0 + i, n0 + j LC_EPI_ARGS);           \
+    }                                                                                   \
+  }
+#elif defined(LC_EPILOGUE)
 #define LC_STORE_LAST(i)                                                      \
   {                                                                           \
     float t[NR];                                                              \

@@ -1,0 +1,147 @@
+// Which generated CPU kernels take Emitter's vector mode (16 f32 lanes at a time), checked on
+// their OpenCL C: a matmul's epilogue on whole panels (lc_epilogue16, and lc_prefetch16 for the
+// block ahead) and reductions that keep the last dim (16 columns per work-item). The values
+// of both are checked against the host in ops_more_test (MatmulEpiloguesMatchHost,
+// ReductionsThatKeepTheLastDimMatchHost), under both codegen strategies.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "ir/ir.h"
+#include "kernels/codegen.h"
+#include "kernels/emitter.h"
+#include "kernels/lower.h"
+
+namespace lazycl::kernels {
+namespace {
+
+using ir::NodePtr;
+using ir::Op;
+
+NodePtr Ok(absl::StatusOr<NodePtr> n) {
+  EXPECT_TRUE(n.ok()) << n.status();
+  return *n;
+}
+
+BufferRef Param(int i) { return BufferRef{BufferRef::Kind::kParam, i}; }
+
+bool Has(const std::string& source, const std::string& what) {
+  return source.find(what) != std::string::npos;
+}
+
+// [m, k] @ [k, n], both contiguous parameters 0 and 1.
+struct Product {
+  NodePtr a, b, c;
+  StridedOperand sa, sb;
+};
+
+Product MakeProduct(int64_t m, int64_t k, int64_t n) {
+  Product p;
+  p.a = ir::MakeBuffer(nullptr, DType::f32, {m, k});
+  p.b = ir::MakeBuffer(nullptr, DType::f32, {k, n});
+  p.c = Ok(ir::MakeMatmul(p.a, p.b));
+  p.sa = StridedOperand{Param(0), 0, 0, k, 1};
+  p.sb = StridedOperand{Param(1), 0, 0, n, 1};
+  return p;
+}
+
+TEST(VectorCodegen, MatmulEpilogueWithAVectorFormRunsOnWholePanels) {
+  const Product p = MakeProduct(64, 32, 48);
+  const ir::Shape shape = {64, 48};
+  // relu(acc + bias): the bias is an Expand that keeps the last dim.
+  NodePtr bias = ir::MakeBuffer(nullptr, DType::f32, {48});
+  NodePtr biased = Ok(
+      ir::MakeBinary(Op::kAdd, p.c, Ok(ir::MakeExpand(Ok(ir::MakeReshape(bias, {1, 48})), shape))));
+  NodePtr relu = Ok(ir::MakeUnary(Op::kRelu, biased));
+  InputMap inputs = {{p.a.get(), Param(0)}, {p.b.get(), Param(1)}, {bias.get(), Param(2)}};
+  Target target;
+  KernelSpec spec = EmitMatmul(*p.c, BufferRef{BufferRef::Kind::kOutput, 0}, p.sa, p.sb, target,
+                               relu.get(), &inputs);
+  EXPECT_TRUE(Has(spec.source, "#define LC_EPILOGUE16 1")) << spec.source;
+  EXPECT_TRUE(Has(spec.source, "float16 lc_epilogue16(")) << spec.source;
+  EXPECT_TRUE(Has(spec.source, "void lc_prefetch16(")) << spec.source;
+  EXPECT_TRUE(Has(spec.source, "LC_PREFETCH(")) << spec.source;
+  EXPECT_TRUE(Has(spec.source, " lc_epilogue(")) << spec.source;  // the edges
+
+  // relu's gradient: a comparison of a stored activation at the element's own index.
+  NodePtr h = ir::MakeBuffer(nullptr, DType::f32, shape);
+  NodePtr positive = Ok(ir::MakeBinary(
+      Op::kGt, h, Ok(ir::MakeExpand(ir::MakeConstant(0, DType::f32, {1, 1}), shape))));
+  NodePtr masked = Ok(ir::MakeWhere(
+      positive, p.c, Ok(ir::MakeExpand(ir::MakeConstant(0, DType::f32, {1, 1}), shape))));
+  InputMap with_h = {{p.a.get(), Param(0)}, {p.b.get(), Param(1)}, {h.get(), Param(2)}};
+  spec = EmitMatmul(*p.c, BufferRef{BufferRef::Kind::kOutput, 0}, p.sa, p.sb, target, masked.get(),
+                    &with_h);
+  EXPECT_TRUE(Has(spec.source, "float16 lc_epilogue16(")) << spec.source;
+
+  // The GPU strategy has no panels: the scalar epilogue only.
+  Target gpu;
+  gpu.cpu = false;
+  spec = EmitMatmul(*p.c, BufferRef{BufferRef::Kind::kOutput, 0}, p.sa, p.sb, gpu, relu.get(),
+                    &inputs);
+  EXPECT_FALSE(Has(spec.source, "#define LC_EPILOGUE16")) << spec.source;
+  EXPECT_TRUE(Has(spec.source, "lc_epilogue(")) << spec.source;
+}
+
+TEST(VectorCodegen, MatmulEpilogueWithoutAVectorFormStaysScalar) {
+  const Product p = MakeProduct(64, 32, 48);
+  const ir::Shape shape = {64, 48};
+  // A per-row scale ([64, 1] broadcast along the row) has no 16-column form here.
+  NodePtr scale = ir::MakeBuffer(nullptr, DType::f32, {64, 1});
+  NodePtr scaled = Ok(ir::MakeBinary(Op::kMul, p.c, Ok(ir::MakeExpand(scale, shape))));
+  InputMap inputs = {{p.a.get(), Param(0)}, {p.b.get(), Param(1)}, {scale.get(), Param(2)}};
+  EXPECT_FALSE(VectorFriendly(*scaled, inputs, shape, 0));
+  Target target;
+  const KernelSpec spec = EmitMatmul(*p.c, BufferRef{BufferRef::Kind::kOutput, 0}, p.sa, p.sb,
+                                     target, scaled.get(), &inputs);
+  EXPECT_FALSE(Has(spec.source, "#define LC_EPILOGUE16")) << spec.source;
+  EXPECT_TRUE(Has(spec.source, "lc_epilogue(")) << spec.source;
+}
+
+TEST(VectorCodegen, ReductionKeepingTheLastDimTakesSixteenColumnsPerWorkItem) {
+  NodePtr x = ir::MakeBuffer(nullptr, DType::f32, {100, 40});
+  InputMap inputs = {{x.get(), Param(0)}};
+  NodePtr s = Ok(ir::MakeReduce(Op::kSum, x, {0}));
+  Target target;
+  KernelSpec spec = EmitReduce(*s, BufferRef{BufferRef::Kind::kOutput, 0}, inputs, 1, target);
+  EXPECT_TRUE(Has(spec.summary, "16 columns per work-item")) << spec.summary;
+  EXPECT_TRUE(Has(spec.source, "vload16")) << spec.source;
+  EXPECT_TRUE(Has(spec.source, "vstore16")) << spec.source;
+
+  // Not for the last dim itself, rows shorter than 16, or the GPU strategy.
+  NodePtr rows = Ok(ir::MakeReduce(Op::kSum, x, {1}));
+  spec = EmitReduce(*rows, BufferRef{BufferRef::Kind::kOutput, 0}, inputs, 1, target);
+  EXPECT_FALSE(Has(spec.summary, "16 columns")) << spec.summary;
+  NodePtr narrow = ir::MakeBuffer(nullptr, DType::f32, {100, 15});
+  InputMap narrow_inputs = {{narrow.get(), Param(0)}};
+  spec = EmitReduce(*Ok(ir::MakeReduce(Op::kSum, narrow, {0})),
+                    BufferRef{BufferRef::Kind::kOutput, 0}, narrow_inputs, 1, target);
+  EXPECT_FALSE(Has(spec.summary, "16 columns")) << spec.summary;
+  Target gpu;
+  gpu.cpu = false;
+  spec = EmitReduce(*s, BufferRef{BufferRef::Kind::kOutput, 0}, inputs, 1, gpu);
+  EXPECT_FALSE(Has(spec.summary, "16 columns")) << spec.summary;
+}
+
+// In a row kernel (one reduced dim) an Expand that keeps the last dim is read 16 elements at a
+// time too: RMSNorm's weight, x * rsqrt(mean(x^2)) * w, runs in the vector loop.
+TEST(VectorCodegen, RowKernelReadsAWeightAlongTheRowAsAVector) {
+  const ir::Shape shape = {8, 64};
+  NodePtr x = ir::MakeBuffer(nullptr, DType::f32, shape);
+  NodePtr w = ir::MakeBuffer(nullptr, DType::f32, {64});
+  NodePtr ss = Ok(ir::MakeReduce(Op::kSum, Ok(ir::MakeBinary(Op::kMul, x, x)), {1}));
+  InputMap inputs = {{x.get(), Param(0)}, {w.get(), Param(1)}, {ss.get(), Param(2)}};
+  NodePtr normed = Ok(ir::MakeBinary(Op::kMul, x, Ok(ir::MakeExpand(ss, shape))));
+  NodePtr weighted = Ok(
+      ir::MakeBinary(Op::kMul, normed, Ok(ir::MakeExpand(Ok(ir::MakeReshape(w, {1, 64})), shape))));
+  EXPECT_TRUE(VectorFriendly(*weighted, inputs, shape, 1));
+  // Over two reduced dims the 16 elements may cross a row of the last dim: not there.
+  const ir::Shape shape3 = {2, 4, 64};
+  NodePtr x3 = ir::MakeBuffer(nullptr, DType::f32, shape3);
+  NodePtr w3 = Ok(ir::MakeExpand(Ok(ir::MakeReshape(w, {1, 1, 64})), shape3));
+  InputMap inputs3 = {{x3.get(), Param(0)}, {w.get(), Param(1)}};
+  EXPECT_FALSE(VectorFriendly(*Ok(ir::MakeBinary(Op::kMul, x3, w3)), inputs3, shape3, 2));
+  EXPECT_TRUE(VectorFriendly(*Ok(ir::MakeBinary(Op::kMul, x3, w3)), inputs3, shape3, 1));
+}
+
+}  // namespace
+}  // namespace lazycl::kernels
