@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "backend/host_memory.h"
 #include "gtest/gtest.h"
+#include "ir_test_util.h"
 #include "ir/ir.h"
 #include "runtime/storage.h"
 
@@ -21,6 +22,7 @@ namespace {
 using ir::MakeBinary;
 using ir::MakeUnary;
 using ir::NodePtr;
+using test::Ok;
 using ir::Op;
 using ir::Shape;
 
@@ -48,15 +50,6 @@ DType DTypeOf<int64_t>() {
 template <>
 DType DTypeOf<uint8_t>() {
   return DType::boolean;
-}
-
-// Builders only fail on bad shapes, which would be a bug in the test itself.
-NodePtr Ok(absl::StatusOr<NodePtr> node) {
-  if (!node.ok()) {
-    ADD_FAILURE() << node.status();
-    std::abort();
-  }
-  return *std::move(node);
 }
 
 // A host Buffer leaf holding `data`; uint8_t data makes a bool buffer.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ir_test_util.h"
 #include "ir/ir.h"
 #include "kernels/codegen.h"
 #include "kernels/emitter.h"
@@ -15,12 +16,8 @@ namespace lazycl::kernels {
 namespace {
 
 using ir::NodePtr;
+using test::Ok;
 using ir::Op;
-
-NodePtr Ok(absl::StatusOr<NodePtr> n) {
-  EXPECT_TRUE(n.ok()) << n.status();
-  return *n;
-}
 
 // col <= row over [t, t] from two iotas, broadcast to `shape`.
 NodePtr CausalMask(int64_t t, const ir::Shape& shape) {

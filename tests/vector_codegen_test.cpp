@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "ir_test_util.h"
 #include "ir/ir.h"
 #include "kernels/codegen.h"
 #include "kernels/emitter.h"
@@ -15,12 +16,8 @@ namespace lazycl::kernels {
 namespace {
 
 using ir::NodePtr;
+using test::Ok;
 using ir::Op;
-
-NodePtr Ok(absl::StatusOr<NodePtr> n) {
-  EXPECT_TRUE(n.ok()) << n.status();
-  return *n;
-}
 
 BufferRef Param(int i) { return BufferRef{BufferRef::Kind::kParam, i}; }
 
