@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cctype>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
@@ -11,9 +12,9 @@
 namespace lazycl::kernels {
 namespace {
 
-constexpr const char* kNames[] = {"lc_exp",         "lc_exp16",      "lc_log",
-                                  "lc_tanh",        "lc_erf",        "lc_bf16_to_f32",
-                                  "lc_f32_to_bf16", "lc_f16_to_f32", "lc_f32_to_f16"};
+constexpr const char* kNames[] = {
+    "lc_exp", "lc_exp16", "lc_log",         "lc_tanh",        "lc_erf",        "lc_sincos",
+    "lc_sin", "lc_cos",   "lc_bf16_to_f32", "lc_f32_to_bf16", "lc_f16_to_f32", "lc_f32_to_f16"};
 
 // The half conversions (cpu_math.h), as base/half.h computes them.
 constexpr const char* kBf16ToF32 =
@@ -99,15 +100,18 @@ std::string RenameIdentifiers(std::string_view text, const std::vector<std::stri
 const char* CpuMathName(CpuMath f) { return kNames[static_cast<int>(f)]; }
 
 const std::string& CpuMathSource(CpuMath f) {
-  static const std::array<std::string, 9>* sources = [] {
+  static const std::array<std::string, std::size(kNames)>* sources = [] {
     const std::string exp = Definition("lc_exp");
-    return new std::array<std::string, 9>{
+    return new std::array<std::string, std::size(kNames)>{
         exp,
         RenameIdentifiers(exp, {"lc_exp", "float", "int", "as_float", "as_int"},
                           {"lc_exp16", "float16", "int16", "as_float16", "as_int16"}),
         Definition("lc_log"),
         Definition("lc_tanh"),
         Definition("lc_erf"),
+        Definition("lc_sincos"),
+        Definition("lc_sin"),
+        Definition("lc_cos"),
         kBf16ToF32,
         kF32ToBf16,
         kF16ToF32,

@@ -7,11 +7,14 @@
 namespace lazycl::kernels {
 
 enum class CpuMath {
-  kExp,    // lc_exp(float)
-  kExp16,  // lc_exp16(float16): lc_exp over 16 lanes, for Emitter's vector mode
-  kLog,    // lc_log(float)
-  kTanh,   // lc_tanh(float)
-  kErf,    // lc_erf(float); calls lc_exp, so a kernel that calls it carries kExp first
+  kExp,     // lc_exp(float)
+  kExp16,   // lc_exp16(float16): lc_exp over 16 lanes, for Emitter's vector mode
+  kLog,     // lc_log(float)
+  kTanh,    // lc_tanh(float)
+  kErf,     // lc_erf(float); calls lc_exp, so a kernel that calls it carries kExp first
+  kSinCos,  // lc_sincos(float, int), which lc_sin and lc_cos call (carried before them)
+  kSin,     // lc_sin(float)
+  kCos,     // lc_cos(float)
   // f16 and bf16 bits (ushort) to and from float, rounding to nearest even; every strategy
   // uses these (the same arithmetic as base/half.h, bit for bit).
   kBf16ToF32,  // lc_bf16_to_f32(ushort)

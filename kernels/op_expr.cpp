@@ -83,6 +83,14 @@ const char* Erf(const ExprArgs& a, Calls* calls) {
   return CpuMathName(CpuMath::kErf);
 }
 
+// sin and cos: on CPUs our lc_sin and lc_cos, which call lc_sincos (defined before them).
+const char* SinCos(const char* builtin, CpuMath own, const ExprArgs& a, Calls* calls) {
+  if (!a.cpu) return builtin;
+  calls->push_back(CpuMath::kSinCos);
+  calls->push_back(own);
+  return CpuMathName(own);
+}
+
 const char* Exp(const ExprArgs& a, Calls* calls) {
   return Builtin("exp", a.vector ? CpuMath::kExp16 : CpuMath::kExp, a, calls);
 }
@@ -145,8 +153,10 @@ constexpr OpExprRow kOpExprs[] = {
        return absl::StrCat(a.x[0], " < ", zero, " ? ", Wrapping(zero, "-", a.x[0], a.dtype), " : ",
                            a.x[0]);
      }},
-    {Op::kSin, [](const ExprArgs& a, Calls*) { return Call("sin", a); }},
-    {Op::kCos, [](const ExprArgs& a, Calls*) { return Call("cos", a); }},
+    {Op::kSin,
+     [](const ExprArgs& a, Calls* c) { return Call(SinCos("sin", CpuMath::kSin, a, c), a); }},
+    {Op::kCos,
+     [](const ExprArgs& a, Calls* c) { return Call(SinCos("cos", CpuMath::kCos, a, c), a); }},
     {Op::kErf, [](const ExprArgs& a, Calls* c) { return Call(Erf(a, c), a); }},
     {Op::kNot, [](const ExprArgs& a, Calls*) { return absl::StrCat("(uchar)(!", a.x[0], ")"); }},
     {Op::kCast, [](const ExprArgs& a, Calls* c) { return Convert(a.x[0], a.from, a.dtype, c); }},

@@ -92,6 +92,29 @@ TEST(CodegenTest, TanhIsAccurateOverTheWholeRange) {
   EXPECT_LE(err, kFourUlp) << "worst at x=" << worst_x;
 }
 
+double Sin(double x) { return std::sin(x); }
+double Cos(double x) { return std::cos(x); }
+
+// sin and cos (lc_sin and lc_cos on the CPU strategy: a three-part reduction by pi / 2 up to
+// |x| = 1e6, the builtins beyond): every binade, dense where the polynomials meet (multiples of
+// pi / 4), the worst cases of the host emulation, and both sides of 1e6.
+TEST(CodegenTest, SinAndCosAreAccurateOverTheWholeRange) {
+  std::vector<float> xs = WideRange();
+  for (float x = -20.0f; x < 20.0f; x += 0.000977f) xs.push_back(x);
+  for (float x : {931878.125f, 993335.5f, 999999.94f, 1e6f, 1000000.06f, 1e6f + 0.5f, 3e7f,
+                  -931878.125f, 1.5707964f, 3.1415927f, 4.712389f, 6.2831855f}) {
+    xs.push_back(x);
+  }
+  for (float x = 900000.0f; x < 1100000.0f; x += 0.97f) xs.push_back(x);
+  float worst_x = 0;
+  double err = MaxRelativeError(xs, OnDevice(xs, &sin), &Sin, &worst_x);
+  EXPECT_LE(err, kFourUlp) << "sin: worst at x=" << worst_x;
+  err = MaxRelativeError(xs, OnDevice(xs, &cos), &Cos, &worst_x);
+  EXPECT_LE(err, kFourUlp) << "cos: worst at x=" << worst_x;
+  // sin(-0) is -0.
+  EXPECT_TRUE(std::signbit(OnDevice({-0.0f}, &sin)[0]));
+}
+
 // exp over every binade of both signs: relative error within 2^-23 where the result is a normal
 // float (measured: lc_exp 0.65 * 2^-23, PoCL's builtin 0.61 * 2^-23); subnormal results (x below
 // about -87.3) within one subnormal step (2^-149) of the exact value, and 0, inf and NaN exactly
