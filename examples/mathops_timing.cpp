@@ -1,5 +1,6 @@
 // Timings behind the choices in frontend/ops_more.cpp and ops_reduce_more.cpp (primitive or
-// composite, the argmax and topk formulations, the scan kernel), on the default device:
+// composite, the argmax and topk formulations, the scan kernel, sin and cos), on the default
+// device:
 //   build/release/examples/mathops_timing
 // Each figure is the best of a few runs after a warm-up run (which compiles), in ms.
 #include <algorithm>
@@ -48,6 +49,10 @@ int main() {
   Row("gelu composite with erf", [&] { return 0.5 * x * (1.0 + erf(x * 0.7071067811865476)); });
   Row("gelu tanh (primitive)", [&] { return gelu(x, true); });
   Row("clamp", [&] { return clamp(x, -1, 1); });
+  // sin and cos beside exp, whose time is about the memory traffic (lc_sin/lc_cos, cpu_math.cl).
+  Row("exp (memory-bound reference)", [&] { return exp(x); });
+  Row("sin", [&] { return sin(x * 100.0); });
+  Row("cos", [&] { return cos(x * 100.0); });
   Row("minimum(maximum(x, lo), hi)", [&] { return minimum(maximum(x, lo), hi); });
   std::printf("reductions over the rows of [4096, 1024] f32:\n");
   Row("max", [&] { return max(x, {1}); });
