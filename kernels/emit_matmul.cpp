@@ -20,8 +20,10 @@ using ir::Shape;
 
 namespace {
 
-// The CPU matmul splits its rows finer while it would have fewer work-items than this.
+// The CPU matmul splits its rows finer while it would have fewer work-items than this, or than
+// kMatmulItemsPerUnit per compute unit.
 constexpr int64_t kMatmulMinWorkItems = 16;
+constexpr int64_t kMatmulItemsPerUnit = 4;
 
 // matmul_cpu.cl's unrolling macros for `b` (the rest of its blocking comes as -D options):
 // LC_ROWS(X) = X(0) .. X(MR - 1), LC_VECS(X, i) = X(i, 0) .. X(i, NR / LC_VW - 1).
@@ -107,10 +109,15 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
     // Rows per work-item (matmul_cpu.cl's `mb`, a multiple of MR): many rows share one copy of
     // a B panel, but keep enough work-items for every core.
     const int64_t mr = bl.mr, nr = bl.nr;
-    int64_t rows = std::min<int64_t>(bl.rows, (m + mr - 1) / mr * mr);
+    // A B^T (B read in place, transposed): each work-item transposes its panels of B with
+    // scalar copies, so it takes all of M while that leaves enough work-items.
+    const bool b_transposed = b.col_stride != 1 && b.row_stride == 1;
+    const int64_t all_rows = (m + mr - 1) / mr * mr;
+    int64_t rows = b_transposed ? all_rows : std::min<int64_t>(bl.rows, all_rows);
     auto work_items = [&](int64_t r) { return (m + r - 1) / r * ((n + nr - 1) / nr) * batches; };
-    while (rows > mr && work_items(rows) < kMatmulMinWorkItems)
-      rows = std::max(mr, rows / 2 / mr * mr);
+    const int64_t min_items =
+        std::max<int64_t>(kMatmulMinWorkItems, kMatmulItemsPerUnit * target.compute_units);
+    while (rows > mr && work_items(rows) < min_items) rows = std::max(mr, rows / 2 / mr * mr);
     spec.args.push_back(i64(rows));
     spec.launches.push_back(
         Launch{"matmul_cpu",

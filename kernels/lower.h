@@ -28,6 +28,7 @@ struct Target {
   bool cpu = true;                 // CPU strategies (PoCL) vs GPU strategies
   MatmulBlocking matmul;           // f32 CPU matmul blocking
   int64_t max_param_bytes = 1024;  // CL_DEVICE_MAX_PARAMETER_SIZE
+  int compute_units = 0;           // CL_DEVICE_MAX_COMPUTE_UNITS (0: not known)
   bool bind_offsets = false;       // copied from Graph::bind_offsets by Lower
   // The scalar index of each Scalar leaf (Graph::scalar_of), set by Lower for the emitters.
   const absl::flat_hash_map<const ir::Node*, int>* scalar_of = nullptr;

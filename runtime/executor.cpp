@@ -126,6 +126,7 @@ absl::StatusOr<kernels::Target> TargetOf(backend::Device& device, const kernels:
                (settings.codegen == base::CodegenStrategy::kAuto &&
                 device.info().type != base::DeviceType::kGpu);
   if (device.info().max_param_bytes > 0) target.max_param_bytes = device.info().max_param_bytes;
+  target.compute_units = device.info().compute_units;
   // The f32 CPU matmul's blocking is chosen (maybe timed) on the first graph that has one.
   const bool f32_matmul = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node* n) {
     return n->op == ir::Op::kMatmul && n->dtype == DType::f32;

@@ -148,6 +148,7 @@ class Runner {
     kernels::Target target;
     target.cpu = true;
     target.matmul = blocking;
+    target.compute_units = device_.info().compute_units;
     kernels::BufferRef a{kernels::BufferRef::Kind::kParam, 0},
         b{kernels::BufferRef::Kind::kParam, 1};
     const kernels::KernelSpec spec =

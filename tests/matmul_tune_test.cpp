@@ -114,15 +114,16 @@ TEST(MatmulTuneTest, EveryCandidateMatchesTheHost) {
   };
   const Case cases[] = {
       {{1, 1}, {1, 1}},
-      {{5, 1}, {1, 9}},                   // K = 1
-      {{1, 7}, {7, 1}},                   // size-1 M and N
-      {{37, 70}, {70, 67}},               // no dim a multiple of any block
-      {{130, 300}, {300, 45}},            // several row blocks, K past 256
-      {{67, 1100}, {1100, 83}},           // K past every panel depth
-      {{2, 20, 513}, {2, 513, 33}},       // batched
-      {{4, 1, 9, 6}, {3, 6, 5}},          // broadcast batch dims
-      {{33, 65}, {65, 40}, true, false},  // A^T read in place
-      {{33, 65}, {65, 40}, false, true},  // B^T read in place
+      {{5, 1}, {1, 9}},                     // K = 1
+      {{1, 7}, {7, 1}},                     // size-1 M and N
+      {{37, 70}, {70, 67}},                 // no dim a multiple of any block
+      {{130, 300}, {300, 45}},              // several row blocks, K past 256
+      {{67, 1100}, {1100, 83}},             // K past every panel depth
+      {{2, 20, 513}, {2, 513, 33}},         // batched
+      {{4, 1, 9, 6}, {3, 6, 5}},            // broadcast batch dims
+      {{33, 65}, {65, 40}, true, false},    // A^T read in place
+      {{33, 65}, {65, 40}, false, true},    // B^T read in place
+      {{203, 40}, {40, 600}, false, true},  // B^T: a work-item takes all 203 rows
       {{3, 17, 33}, {3, 33, 18}, true, true},
   };
   const Device host = Device::host();
