@@ -341,6 +341,25 @@ KernelSpec Emitter::FinishIndexed(absl::string_view prefix, int64_t count) {
   return spec;
 }
 
+KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows, int64_t cols, size_t local) {
+  const std::string params = absl::StrJoin(params_, ",\n    ");
+  const std::string names = absl::StrJoin(names_, ", ");
+  std::string text = Helpers();
+  const std::string hash_input = absl::StrCat(idx_, text, params, "|rows ", local, "|", body_);
+  const std::string name =
+      absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
+  absl::StrAppend(&text, "static inline void ", name, "_at(", params,
+                  ",\n    const idx_t row, const idx_t col) {\n", body_, "}\n");
+  absl::StrAppend(&text, "__kernel void ", name, "(", params, ") {\n  ", name, "_at(", names,
+                  ", (idx_t)get_global_id(1), (idx_t)get_global_id(0));\n}\n");
+  KernelSpec spec;
+  spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
+  spec.args = args_;
+  spec.launches.push_back(
+      Launch{name, {static_cast<size_t>(cols), static_cast<size_t>(rows)}, {local, 1}, {}});
+  return spec;
+}
+
 KernelSpec Emitter::FinishGroups(absl::string_view prefix, int64_t groups, size_t local) {
   const std::string params = absl::StrJoin(params_, ",\n    ");
   std::string text = Helpers();
@@ -366,12 +385,14 @@ std::string Emitter::EvalUncached(const Node& n, const Index& idx) {
   if (input != inputs_.end() || back != read_back_.end()) {
     std::string buf = back != read_back_.end() ? Buffer(back->second, n.dtype, true)
                                                : Buffer(input->second, n.dtype, false);
+    const std::string lin = Linear(idx, n);
+    if (lin != own_index_) ++other_index_reads_;
     if (vec_) {
-      const std::string at = absl::StrCat(buf, " + ", Linear(idx, n));
+      const std::string at = absl::StrCat(buf, " + ", lin);
       if (prefetch_) Line(absl::StrCat("LC_PREFETCH(", at, ");"));
       return Assign(n.dtype, absl::StrCat("vload16(0, ", at, ")"));
     }
-    return Assign(n.dtype, absl::StrCat(buf, "[", Linear(idx, n), "]"));
+    return Assign(n.dtype, absl::StrCat(buf, "[", lin, "]"));
   }
   if (vec_) {
     if (std::string v = EvalVector(n, idx); !v.empty()) return v;

@@ -153,6 +153,18 @@ class Emitter {
   // source) whatever the shapes and in every process: the program caches key on the source.
   KernelSpec FinishIndexed(absl::string_view prefix, int64_t count);
 
+  // The body, written for the index (`row`, `col`) of a [rows, cols] view of the elements,
+  // becomes an inline function and one entry point over a 2-D range {cols, rows} in groups of
+  // {local, 1} (`local` divides cols): PoCL's loop over the work-items of a group runs along
+  // `col` with `row` fixed, so what depends on the row alone (dividing it into the leading dims)
+  // is computed once per group, and reads contiguous along `col` are vector loads.
+  KernelSpec FinishRows(absl::string_view prefix, int64_t rows, int64_t cols, size_t local);
+
+  // How many reads of memory so far were at another linear index than `own` (the element's own,
+  // as the caller names it): a view of another layout, a broadcast.
+  void SetOwnIndex(std::string own) { own_index_ = std::move(own); }
+  int other_index_reads() const { return other_index_reads_; }
+
   // The body, written for the group index `gid` and the lane `lane` (get_local_id) of
   // work-groups of `local` items, becomes the kernel itself, launched as `groups` groups: the
   // body may use barriers and __local memory. One launch: every group is whole.
@@ -205,6 +217,8 @@ class Emitter {
   std::string body_;
   std::string indent_ = "  ";
   int next_var_ = 0;
+  std::string own_index_;
+  int other_index_reads_ = 0;
   std::vector<std::string> params_;
   std::vector<KernelArgSpec> args_;
   absl::flat_hash_map<DimRef, DimRef> parent_;

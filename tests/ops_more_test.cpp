@@ -715,5 +715,29 @@ TEST(OpsMoreTest, MatmulEpiloguesMatchHost) {
   }
 }
 
+// Elementwise kernels that read memory at another index than the element's (a transposed view,
+// a broadcast row, slices and cat) over rows of whole vectors: on the CPU strategy one row of
+// the last dim per work-group (emit_elementwise.cpp, FinishRows). Against the host, with rows
+// of 16, 32, 48 and 64, size-1 dims, and the rotary embedding's slice-and-cat.
+TEST(OpsMoreTest, ElementwiseOverViewsWithWholeVectorRowsMatchesHost) {
+  const Shape shapes[] = {{3, 5, 32}, {2, 64}, {4, 1, 48}, {7, 16}, {1, 1, 16}, {2, 3, 4, 32}};
+  uint64_t seed = 1200;
+  for (const Shape& s : shapes) {
+    for (Layout l : {Layout::kContiguous, Layout::kTransposed, Layout::kLazy}) {
+      Check(
+          "views, broadcasts and the rotary embedding's cat",
+          [](const Tensor& x) {
+            const int64_t d = x.shape().back(), half = d / 2;
+            const Tensor x1 = slice(x, -1, 0, half), x2 = slice(x, -1, half, d);
+            const Tensor c = cos(x1), sn = sin(x2);
+            return std::vector<Tensor>{x * 2.0 + sum(x, {0}, true),
+                                       cat({x1 * c - x2 * sn, x2 * c + x1 * sn}, -1),
+                                       cat({x2, x1}, -1) - x, relu(x) * max(x, {-1}, true)};
+          },
+          s, DType::f32, l, ++seed, 1e-5, 1e-5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lazycl::more
