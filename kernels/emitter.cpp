@@ -341,22 +341,37 @@ KernelSpec Emitter::FinishIndexed(absl::string_view prefix, int64_t count) {
   return spec;
 }
 
-KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows, int64_t cols, size_t local) {
+KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
+                               const std::vector<RowPiece>& pieces) {
   const std::string params = absl::StrJoin(params_, ",\n    ");
   const std::string names = absl::StrJoin(names_, ", ");
   std::string text = Helpers();
-  const std::string hash_input = absl::StrCat(idx_, text, params, "|rows ", local, "|", body_);
+  std::string hash_input = absl::StrCat(idx_, text, params, "|rows");
+  for (const RowPiece& p : pieces) absl::StrAppend(&hash_input, "|", p.body);
   const std::string name =
       absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
-  absl::StrAppend(&text, "static inline void ", name, "_at(", params,
-                  ",\n    const idx_t row, const idx_t col) {\n", body_, "}\n");
-  absl::StrAppend(&text, "__kernel void ", name, "(", params, ") {\n  ", name, "_at(", names,
-                  ", (idx_t)get_global_id(1), (idx_t)get_global_id(0));\n}\n");
   KernelSpec spec;
-  spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
   spec.args = args_;
-  spec.launches.push_back(
-      Launch{name, {static_cast<size_t>(cols), static_cast<size_t>(rows)}, {local, 1}, {}});
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const RowPiece& p = pieces[i];
+    const std::string entry = pieces.size() == 1 ? name : absl::StrCat(name, "_", i);
+    absl::StrAppend(&text, "static inline void ", entry, "_at(", params,
+                    ",\n    const idx_t row, const idx_t col) {\n", p.body, "}\n");
+    absl::StrAppend(&text, "__kernel void ", entry, "(", params, ",\n    const idx_t col0) {\n  ",
+                    entry, "_at(", names,
+                    ", (idx_t)get_global_id(1), col0 + (idx_t)get_global_id(0));\n}\n");
+    const int64_t width = p.hi - p.lo;
+    LAZYCL_CHECK(width > 0 && width % 16 == 0,
+                 "codegen: row piece [%lld, %lld) is not whole vectors",
+                 static_cast<long long>(p.lo), static_cast<long long>(p.hi));
+    const size_t local = width % 64 == 0 ? 64 : width % 32 == 0 ? 32 : 16;
+    KernelArgSpec col0;
+    col0.kind = idx_ == "int" ? KernelArgSpec::Kind::kInt32 : KernelArgSpec::Kind::kInt64;
+    col0.value = p.lo;
+    spec.launches.push_back(
+        Launch{entry, {static_cast<size_t>(width), static_cast<size_t>(rows)}, {local, 1}, {col0}});
+  }
+  spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
   return spec;
 }
 
@@ -405,8 +420,26 @@ std::string Emitter::EvalUncached(const Node& n, const Index& idx) {
       return ScalarArg(n);
     case Op::kIota:
       return Assign(t, absl::StrCat("(", CType(t), ")(", Linear(idx, n), ")"));
-    case Op::kReshape:
-      return Eval(*n.operands[0], Index::Linear(Linear(idx, n)));
+    case Op::kReshape: {
+      const Node& x = *n.operands[0];
+      if (idx.linear || x.shape.empty() || n.shape.empty() || x.shape.back() != n.shape.back())
+        return Eval(x, Index::Linear(Linear(idx, n)));
+      // The last dim kept (unsqueeze, merging or splitting leading dims): only the leading dims
+      // go through a linear index, and the column stays as it is (a row-form kernel's `col`).
+      std::vector<std::string> out = Multi(idx, n);
+      const std::string col = out.back();
+      out.pop_back();
+      std::vector<std::string> out_keys = DimKeys(n), in_keys = DimKeys(x);
+      out_keys.pop_back();
+      in_keys.pop_back();
+      const Shape out_lead(n.shape.begin(), n.shape.end() - 1);
+      const Shape in_lead(x.shape.begin(), x.shape.end() - 1);
+      std::vector<std::string> in =
+          Multi(Index::Linear(Linear(Index::Multi(std::move(out)), out_lead, out_keys)), in_lead,
+                in_keys);
+      in.push_back(col);
+      return Eval(x, Index::Multi(std::move(in)));
+    }
     case Op::kPermute: {
       std::vector<std::string> out = Multi(idx, n);
       std::vector<std::string> in(out.size());
@@ -649,6 +682,19 @@ std::string Emitter::Pad(const Node& n, const Index& idx) {
   std::vector<std::string> conds;
   for (size_t d = 0; d < in.size(); ++d) {
     if (n.args[d] == 0 && x.shape[d] == n.shape[d]) continue;
+    if (d + 1 == in.size() && in[d] == "col" && col_hi_ > col_lo_) {
+      // The columns of this body lie wholly inside or wholly outside the operand
+      // (SetColumnRange): no clamp and no select.
+      const int64_t lo = n.args[d], hi = lo + x.shape[d];
+      if (col_hi_ <= lo || col_lo_ >= hi) return Literal(n.value, n.dtype);
+      if (col_lo_ >= lo && col_hi_ <= hi) {
+        std::string t = Var();
+        Line(absl::StrCat("const ", idx_, " ", t, " = col - ", Sym(n.args[d], NodeKey("pad", n, d)),
+                          ";"));
+        in[d] = t;
+        continue;
+      }
+    }
     if (x.shape[d] == 1) {
       conds.push_back(absl::StrCat("(", in[d], " == ", Sym(n.args[d], NodeKey("pad", n, d)), ")"));
       in[d] = "0";

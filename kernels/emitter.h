@@ -153,12 +153,27 @@ class Emitter {
   // source) whatever the shapes and in every process: the program caches key on the source.
   KernelSpec FinishIndexed(absl::string_view prefix, int64_t count);
 
-  // The body, written for the index (`row`, `col`) of a [rows, cols] view of the elements,
-  // becomes an inline function and one entry point over a 2-D range {cols, rows} in groups of
-  // {local, 1} (`local` divides cols): PoCL's loop over the work-items of a group runs along
-  // `col` with `row` fixed, so what depends on the row alone (dividing it into the leading dims)
-  // is computed once per group, and reads contiguous along `col` are vector loads.
-  KernelSpec FinishRows(absl::string_view prefix, int64_t rows, int64_t cols, size_t local);
+  // A range of columns of FinishRows and the body (TakeBody) that computes them.
+  struct RowPiece {
+    int64_t lo = 0, hi = 0;
+    std::string body;
+  };
+  // Each piece's body, written for the index (`row`, `col`) of a [rows, cols] view of the
+  // elements with lo <= col < hi, becomes an inline function and an entry point over a 2-D range
+  // {hi - lo, rows} in groups of {16, 32 or 64, 1} (dividing hi - lo): PoCL's loop over the
+  // work-items of a group runs along `col` with `row` fixed, so what depends on the row alone
+  // (dividing it into the leading dims) is computed once per group, and reads contiguous along
+  // `col` are vector loads.
+  KernelSpec FinishRows(absl::string_view prefix, int64_t rows,
+                        const std::vector<RowPiece>& pieces);
+
+  // From now on the bodies are for columns lo <= `col` < hi only (FinishRows' pieces): a Pad
+  // along the last dim read at `col` itself (a cat's pieces) is resolved where it is written,
+  // its operand read with no clamp (so along `col` it stays a vector load) or its pad value.
+  void SetColumnRange(int64_t lo, int64_t hi) {
+    col_lo_ = lo;
+    col_hi_ = hi;
+  }
 
   // How many reads of memory so far were at another linear index than `own` (the element's own,
   // as the caller names it): a view of another layout, a broadcast.
@@ -218,6 +233,7 @@ class Emitter {
   std::string indent_ = "  ";
   int next_var_ = 0;
   std::string own_index_;
+  int64_t col_lo_ = 0, col_hi_ = 0;  // SetColumnRange; empty: not known
   int other_index_reads_ = 0;
   std::vector<std::string> params_;
   std::vector<KernelArgSpec> args_;

@@ -730,9 +730,15 @@ TEST(OpsMoreTest, ElementwiseOverViewsWithWholeVectorRowsMatchesHost) {
             const int64_t d = x.shape().back(), half = d / 2;
             const Tensor x1 = slice(x, -1, 0, half), x2 = slice(x, -1, half, d);
             const Tensor c = cos(x1), sn = sin(x2);
-            return std::vector<Tensor>{x * 2.0 + sum(x, {0}, true),
-                                       cat({x1 * c - x2 * sn, x2 * c + x1 * sn}, -1),
-                                       cat({x2, x1}, -1) - x, relu(x) * max(x, {-1}, true)};
+            const Tensor rotated = cat({x1 * c - x2 * sn, x2 * c + x1 * sn}, -1);
+            // Grouped-query attention's repeat: unsqueeze, broadcast, merge the leading dims.
+            Shape wide = x.shape();
+            wide.insert(wide.begin() + 1, 2);
+            Shape merged = x.shape();
+            merged[0] *= 2;
+            const Tensor repeated = reshape(broadcast_to(unsqueeze(rotated, 1), wide), merged);
+            return std::vector<Tensor>{x * 2.0 + sum(x, {0}, true), rotated, cat({x2, x1}, -1) - x,
+                                       relu(x) * max(x, {-1}, true), repeated * 1.0};
           },
           s, DType::f32, l, ++seed, 1e-5, 1e-5);
     }

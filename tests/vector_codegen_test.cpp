@@ -6,8 +6,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "ir_test_util.h"
 #include "ir/ir.h"
+#include "ir_test_util.h"
 #include "kernels/codegen.h"
 #include "kernels/emitter.h"
 #include "kernels/lower.h"
@@ -16,8 +16,8 @@ namespace lazycl::kernels {
 namespace {
 
 using ir::NodePtr;
-using test::Ok;
 using ir::Op;
+using test::Ok;
 
 BufferRef Param(int i) { return BufferRef{BufferRef::Kind::kParam, i}; }
 
@@ -138,6 +138,38 @@ TEST(VectorCodegen, RowKernelReadsAWeightAlongTheRowAsAVector) {
   InputMap inputs3 = {{x3.get(), Param(0)}, {w.get(), Param(1)}};
   EXPECT_FALSE(VectorFriendly(*Ok(ir::MakeBinary(Op::kMul, x3, w3)), inputs3, shape3, 2));
   EXPECT_TRUE(VectorFriendly(*Ok(ir::MakeBinary(Op::kMul, x3, w3)), inputs3, shape3, 1));
+}
+
+// An elementwise kernel over views with rows of whole vectors runs a row per work-group; a cat
+// along the last dim runs as one launch per piece, each reading its operand with no clamp.
+TEST(VectorCodegen, CatOfSlicesRunsAPieceAtATimeWithoutClamps) {
+  NodePtr x = ir::MakeBuffer(nullptr, DType::f32, {4, 64});
+  InputMap inputs = {{x.get(), Param(0)}};
+  // cat(x[:, 32:], x[:, :32]) as the sum of two pads.
+  NodePtr hi = Ok(ir::MakePad(Ok(ir::MakeSlice(x, {0, 32}, {4, 32})), {0, 0}, {4, 64}, -0.0));
+  NodePtr lo = Ok(ir::MakePad(Ok(ir::MakeSlice(x, {0, 0}, {4, 32})), {0, 32}, {4, 64}, -0.0));
+  NodePtr swapped = Ok(ir::MakeBinary(Op::kAdd, hi, lo));
+  Target target;
+  KernelSpec spec =
+      EmitElementwise(*swapped, BufferRef{BufferRef::Kind::kOutput, 0}, inputs, target);
+  EXPECT_TRUE(Has(spec.summary, "a row per work-group, 2 column ranges")) << spec.summary;
+  ASSERT_EQ(spec.launches.size(), 2u);
+  EXPECT_EQ(spec.launches[0].global, (std::vector<size_t>{32, 4}));
+  EXPECT_FALSE(Has(spec.source, "< 0 ? 0 :")) << spec.source;  // no clamped index
+  // Pieces that are not whole vectors keep one launch, with clamps.
+  NodePtr y = ir::MakeBuffer(nullptr, DType::f32, {4, 48});
+  InputMap y_inputs = {{y.get(), Param(0)}};
+  NodePtr a = Ok(ir::MakePad(Ok(ir::MakeSlice(y, {0, 0}, {4, 24})), {0, 0}, {4, 48}, -0.0));
+  NodePtr b = Ok(ir::MakePad(Ok(ir::MakeSlice(y, {0, 24}, {4, 24})), {0, 24}, {4, 48}, -0.0));
+  spec = EmitElementwise(*Ok(ir::MakeBinary(Op::kAdd, a, b)),
+                         BufferRef{BufferRef::Kind::kOutput, 0}, y_inputs, target);
+  EXPECT_TRUE(Has(spec.summary, "a row per work-group)")) << spec.summary;
+  EXPECT_EQ(spec.launches.size(), 1u);
+  // The GPU strategy: one work-item per element.
+  Target gpu;
+  gpu.cpu = false;
+  spec = EmitElementwise(*swapped, BufferRef{BufferRef::Kind::kOutput, 0}, inputs, gpu);
+  EXPECT_FALSE(Has(spec.summary, "a row per work-group")) << spec.summary;
 }
 
 }  // namespace
