@@ -12,8 +12,8 @@
 #include "absl/status/status.h"
 #include "backend/host_memory.h"
 #include "gtest/gtest.h"
-#include "ir_test_util.h"
 #include "ir/ir.h"
+#include "ir_test_util.h"
 #include "runtime/storage.h"
 
 namespace lazycl::runtime {
@@ -22,9 +22,9 @@ namespace {
 using ir::MakeBinary;
 using ir::MakeUnary;
 using ir::NodePtr;
-using test::Ok;
 using ir::Op;
 using ir::Shape;
+using test::Ok;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();

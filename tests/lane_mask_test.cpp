@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "ir_test_util.h"
 #include "ir/ir.h"
+#include "ir_test_util.h"
 #include "kernels/codegen.h"
 #include "kernels/emitter.h"
 
@@ -16,8 +16,8 @@ namespace lazycl::kernels {
 namespace {
 
 using ir::NodePtr;
-using test::Ok;
 using ir::Op;
+using test::Ok;
 
 // col <= row over [t, t] from two iotas, broadcast to `shape`.
 NodePtr CausalMask(int64_t t, const ir::Shape& shape) {
