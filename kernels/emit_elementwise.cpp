@@ -17,9 +17,8 @@ namespace {
 
 // The column ranges of a row-form kernel: 0, cols and the edges of every Pad along the last dim
 // that root reads at its own column (through elementwise ops and broadcasts: a cat's pieces),
-// where each range
-// is whole vectors; {0, cols} otherwise. In each range every such Pad is its operand or its pad
-// value (Emitter::SetColumnRange).
+// where each range is whole vectors; {0, cols} otherwise. In each range every such Pad is its
+// operand or its pad value (Emitter::SetColumnRange).
 std::vector<int64_t> ColumnCuts(const Node& root, const InputMap& inputs) {
   const int64_t cols = root.shape.back();
   std::vector<int64_t> cuts = {0, cols};
