@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "backend/buffer_manager.h"
 #include "backend/device_select.h"
+#include "backend/program_bundle.h"
 #include "base/settings.h"
 
 // One OpenCL device: its context and in-order queue, its buffers, its program cache and kernel
@@ -93,6 +94,10 @@ class Device {
   // kernel `name`. A build failure is InvalidArgument carrying the build log and the source.
   absl::StatusOr<KernelRef> GetKernel(std::string_view source, std::string_view options,
                                       std::string_view name);
+
+  // Builds (or finds) the programs of `sources` together, so that a graph's new kernels cost one
+  // compiler run (ProgramCache::Prepare); GetKernel then finds them.
+  absl::Status PreparePrograms(std::span<const ProgramSource> sources);
 
   // Enqueues one launch without waiting. `local` empty lets the runtime choose; otherwise each
   // global size must be a multiple of its local size. Written buffers get storage first; read

@@ -145,9 +145,13 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
       std::make_unique<OpenClMemory>(impl->context, impl->queue, host_pages),
       BufferLimits{settings.device_memory_limit, info.max_alloc_bytes, info.global_mem_bytes,
                    settings.device_pool_limit.value_or(DefaultPoolLimit(info.global_mem_bytes))});
+  absl::StatusOr<CachedBinary> binary =
+      CachedBinaryFor(settings.kernel_cache_binary, info.platform_name, info.device_name,
+                      impl->device.getInfo<CL_DEVICE_LINKER_AVAILABLE>() == CL_TRUE);
+  if (!binary.ok()) return binary.status();
   impl->programs = std::make_unique<ProgramCache>(
       impl->context, impl->device,
-      ProgramCacheIdentity{info.platform_name, info.device_name, info.driver_version},
+      ProgramCacheIdentity{info.platform_name, info.device_name, info.driver_version, *binary},
       settings.kernel_cache_dir, settings.debug,
       ProgramCacheLimits{settings.program_cache_size, settings.kernel_cache_max_bytes});
   if (settings.debug >= 1) {
@@ -164,6 +168,10 @@ BufferManager& Device::buffers() { return *impl_->buffers; }
 absl::StatusOr<KernelRef> Device::GetKernel(std::string_view source, std::string_view options,
                                             std::string_view name) {
   return impl_->programs->GetKernel(source, options, name);
+}
+
+absl::Status Device::PreparePrograms(std::span<const ProgramSource> sources) {
+  return impl_->programs->Prepare(sources);
 }
 
 absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> args,

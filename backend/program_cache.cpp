@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -21,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "backend/cl_error.h"
 #include "backend/disk_cache_trim.h"
+#include "base/check.h"
 #include "base/fault.h"
 #include "base/metrics_registry.h"
 #include "base/string_view.h"
@@ -36,6 +39,8 @@ namespace {
 // so that a hash collision reads as a mismatch and never loads the wrong program.
 constexpr char kMagic[8] = {'L', 'Z', 'C', 'L', 'P', 'R', 'G', '\0'};
 constexpr uint32_t kFormatVersion = 1;
+// An alias entry: the key of one program, the payload the hash of the bundle that holds it.
+constexpr char kAliasMagic[8] = {'L', 'Z', 'C', 'L', 'A', 'L', 'S', '\0'};
 
 struct Header {
   char magic[8];
@@ -172,15 +177,22 @@ void ProgramCache::EvictLocked() {
     for (auto it = programs_.begin(); it != programs_.end(); ++it) {
       if (it->second->last_use < oldest->second->last_use) oldest = it;
     }
+    for (const std::string& member : oldest->second->members) members_.erase(member);
     programs_.erase(oldest);
     base::metrics::Add("ProgramCacheEvictions", 1);
   }
 }
 
 std::string ProgramCache::KeyText(std::string_view source, std::string_view options) const {
-  return absl::StrCat("lazycl ", LAZYCL_VERSION_STRING, "\nplatform: ", identity_.platform_name,
-                      "\ndevice: ", identity_.device_name, "\ndriver: ", identity_.driver_version,
-                      "\noptions: ", base::Sv(options), "\nsource:\n", base::Sv(source));
+  return absl::StrCat(
+      "lazycl ", LAZYCL_VERSION_STRING, "\nplatform: ", identity_.platform_name,
+      "\ndevice: ", identity_.device_name, "\ndriver: ", identity_.driver_version,
+      "\nbinary: ", identity_.binary == CachedBinary::kCompiledObject ? "object" : "executable",
+      "\noptions: ", base::Sv(options), "\nsource:\n", base::Sv(source));
+}
+
+std::string ProgramCache::MemberKey(std::string_view source, std::string_view options) {
+  return absl::StrCat(base::Sv(options), absl::string_view("\0", 1), base::Sv(source));
 }
 
 std::string ProgramCache::CachePath(std::string_view source, std::string_view options) const {
@@ -188,9 +200,28 @@ std::string ProgramCache::CachePath(std::string_view source, std::string_view op
   return absl::StrCat(cache_dir_, "/", StableHashHex(KeyText(source, options)), ".bin");
 }
 
-absl::StatusOr<cl::Program> ProgramCache::BuildFromSource(std::string_view source,
-                                                          std::string_view options,
-                                                          const std::string& hash) {
+absl::StatusOr<CachedBinary> CachedBinaryFor(base::KernelCacheBinary setting,
+                                             std::string_view platform_name,
+                                             std::string_view device_name, bool linker_available) {
+  switch (setting) {
+    case base::KernelCacheBinary::kExecutable:
+      return CachedBinary::kExecutable;
+    case base::KernelCacheBinary::kObject:
+      if (linker_available) return CachedBinary::kCompiledObject;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LAZYCL_KERNEL_CACHE_BINARY=object, but device '", base::Sv(device_name),
+          "' has no linker (CL_DEVICE_LINKER_AVAILABLE is false); use auto or executable"));
+    case base::KernelCacheBinary::kAuto:
+      break;
+  }
+  return linker_available && platform_name.find("Portable Computing Language") != std::string::npos
+             ? CachedBinary::kCompiledObject
+             : CachedBinary::kExecutable;
+}
+
+absl::StatusOr<ProgramCache::Built> ProgramCache::BuildFromSource(std::string_view source,
+                                                                  std::string_view options,
+                                                                  const std::string& hash) {
   if (debug_ >= 3) {
     std::fprintf(stderr, "lazycl: building program %s:\n%s\n", hash.c_str(),
                  NumberedSource(source).c_str());
@@ -207,9 +238,16 @@ absl::StatusOr<cl::Program> ProgramCache::BuildFromSource(std::string_view sourc
       debug_ >= 1 ? std::string(options)
                   : absl::StrCat(base::Sv(options), options.empty() ? "" : " ", "-w");
   base::metrics::Add("ProgramBuilds", 1);
-  err = program.build({device_}, options_text.c_str());
-  base::metrics::RecordTime("CompileTime", NanosSince(start));
+  const bool objects = identity_.binary == CachedBinary::kCompiledObject;
+  if (objects) {
+    cl_device_id device = device_();
+    err = clCompileProgram(program(), 1, &device, options_text.c_str(), 0, nullptr, nullptr,
+                           nullptr, nullptr);
+  } else {
+    err = program.build({device_}, options_text.c_str());
+  }
   if (err != CL_SUCCESS) {
+    base::metrics::RecordTime("CompileTime", NanosSince(start));
     cl_int log_err = CL_SUCCESS;
     std::string log = program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_, &log_err);
     return absl::InvalidArgumentError(
@@ -217,6 +255,19 @@ absl::StatusOr<cl::Program> ProgramCache::BuildFromSource(std::string_view sourc
                      " (", err, ")\noptions: ", base::Sv(options), "\n--- build log ---\n", log,
                      "\n--- source ---\n", NumberedSource(source)));
   }
+  Built built;
+  if (objects) {
+    absl::StatusOr<cl::Program> linked = Link(program, hash);
+    if (!linked.ok()) {
+      base::metrics::RecordTime("CompileTime", NanosSince(start));
+      return linked.status();
+    }
+    built.executable = *std::move(linked);
+    built.object = program;
+  } else {
+    built.executable = program;
+  }
+  base::metrics::RecordTime("CompileTime", NanosSince(start));
   if (debug_ >= 1) {
     std::fprintf(stderr, "lazycl: built program %s in %.1f ms\n", hash.c_str(), MsSince(start));
     cl_int log_err = CL_SUCCESS;
@@ -225,30 +276,49 @@ absl::StatusOr<cl::Program> ProgramCache::BuildFromSource(std::string_view sourc
       std::fprintf(stderr, "lazycl: build log of program %s:\n%s\n", hash.c_str(), log.c_str());
     }
   }
-  return program;
+  return built;
 }
 
-bool ProgramCache::LoadFromDisk(const std::string& path, const std::string& key,
-                                std::string_view options, const std::string& hash,
-                                cl::Program* program) {
-  std::error_code ec;
-  const std::string marker = path + ".loading";
-  const auto start = std::chrono::steady_clock::now();
+absl::StatusOr<cl::Program> ProgramCache::Link(const cl::Program& object, const std::string& hash) {
+  cl_device_id device = device_();
+  cl_program input = object();
+  cl_int err = CL_SUCCESS;
+  cl_program linked = clLinkProgram(context_(), 1, &device, "", 1, &input, nullptr, nullptr, &err);
+  // clLinkProgram may return a program object that holds the log of a failed link.
+  cl::Program result;
+  if (linked != nullptr) result = cl::Program(linked);
+  if (err == CL_SUCCESS) return result;
+  std::string log;
+  if (linked != nullptr) {
+    cl_int log_err = CL_SUCCESS;
+    log = result.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_, &log_err);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("OpenCL program ", hash,
+                                                 " failed to link: ", base::Sv(ClErrorName(err)),
+                                                 " (", err, ")\n--- link log ---\n", log));
+}
+
+void ProgramCache::Reject(const std::string& path, std::string_view why) {
   // An unusable entry is removed (remove_all: it may be a directory; a symlink is removed, not
   // what it points to) so that the rebuilt program takes its place.
-  auto reject = [&](std::string_view why) {
-    if (debug_ >= 1) {
-      std::fprintf(stderr, "lazycl: discarding disk cache entry %s: %.*s\n", path.c_str(),
-                   static_cast<int>(why.size()), why.data());
-    }
-    std::filesystem::remove_all(path, ec);
-    return false;
+  if (debug_ >= 1) {
+    std::fprintf(stderr, "lazycl: discarding disk cache entry %s: %.*s\n", path.c_str(),
+                 static_cast<int>(why.size()), why.data());
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+std::optional<ProgramCache::Entry> ProgramCache::ReadCacheEntry(const std::string& path) {
+  auto reject = [&](std::string_view why) -> std::optional<Entry> {
+    Reject(path, why);
+    return std::nullopt;
   };
   std::string data;
   std::string why;
   switch (ReadEntry(path, &data, &why)) {
     case EntryRead::kMissing:
-      return false;
+      return std::nullopt;
     case EntryRead::kUnusable:
       return reject(why);
     case EntryRead::kRead:
@@ -257,35 +327,61 @@ bool ProgramCache::LoadFromDisk(const std::string& path, const std::string& key,
   Header header;
   if (data.size() < sizeof(header)) return reject("truncated header");
   std::memcpy(&header, data.data(), sizeof(header));
-  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) return reject("bad magic");
+  Entry entry;
+  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) == 0) {
+    entry.alias = false;
+  } else if (std::memcmp(header.magic, kAliasMagic, sizeof(kAliasMagic)) == 0) {
+    entry.alias = true;
+  } else {
+    return reject("bad magic");
+  }
   if (header.format_version != kFormatVersion) return reject("other format version");
-  if (header.key_bytes != key.size() ||
+  if (header.key_bytes > data.size() ||
       data.size() != sizeof(header) + header.key_bytes + header.payload_bytes) {
     return reject("wrong length");
   }
-  if (std::string_view(data).substr(sizeof(header), key.size()) != key) {
-    return reject("key mismatch");
-  }
-  std::string_view payload = std::string_view(data).substr(sizeof(header) + key.size());
-  if (Fnv1a(payload, 0xcbf29ce484222325ULL) != header.payload_checksum) {
+  entry.key = data.substr(sizeof(header), header.key_bytes);
+  entry.payload = data.substr(sizeof(header) + header.key_bytes);
+  if (Fnv1a(entry.payload, 0xcbf29ce484222325ULL) != header.payload_checksum) {
     return reject("checksum mismatch");
   }
+  entry.path = path;
+  return entry;
+}
 
+ProgramCache::Program* ProgramCache::LoadProgram(const std::string& path, const Entry& entry,
+                                                 std::string_view options,
+                                                 const std::string& hash) {
+  std::error_code ec;
+  const std::string marker = path + ".loading";
+  const auto start = std::chrono::steady_clock::now();
   const LoadMark mark = MarkLoading(marker);
   if (mark == LoadMark::kDeadLoader) {
     std::filesystem::remove(marker, ec);
-    return reject("a process died while loading it");
+    Reject(entry.path, "a process died while loading it");
+    return nullptr;
   }
-  cl::Program::Binaries binaries{std::vector<unsigned char>(payload.begin(), payload.end())};
+  cl::Program::Binaries binaries{
+      std::vector<unsigned char>(entry.payload.begin(), entry.payload.end())};
   std::vector<cl_int> binary_status;
   cl_int err = CL_SUCCESS;
   cl::Program loaded(context_, {device_}, binaries, &binary_status, &err);
-  if (err == CL_SUCCESS) {
+  if (err == CL_SUCCESS && identity_.binary == CachedBinary::kCompiledObject) {
+    absl::StatusOr<cl::Program> linked = Link(loaded, hash);
+    if (linked.ok()) {
+      loaded = *std::move(linked);
+    } else {
+      err = CL_LINK_PROGRAM_FAILURE;
+    }
+  } else if (err == CL_SUCCESS) {
     const std::string options_text(options);
     err = loaded.build({device_}, options_text.c_str());
   }
   if (mark == LoadMark::kMarked) std::filesystem::remove(marker, ec);
-  if (err != CL_SUCCESS) return reject(ClErrorName(err));
+  if (err != CL_SUCCESS) {
+    Reject(entry.path, ClErrorName(err));
+    return nullptr;
+  }
   base::metrics::Add("ProgramDiskCacheHits", 1);
   TouchDiskCacheEntry(path);
   base::metrics::RecordTime("CompileTime", NanosSince(start));
@@ -293,24 +389,81 @@ bool ProgramCache::LoadFromDisk(const std::string& path, const std::string& key,
     std::fprintf(stderr, "lazycl: loaded program %s from disk cache in %.1f ms\n", hash.c_str(),
                  MsSince(start));
   }
-  *program = std::move(loaded);
+  auto program = std::make_unique<Program>();
+  program->program = std::move(loaded);
+  program->hash = hash;
+  Program* raw = program.get();
+  programs_[hash] = std::move(program);
+  return raw;
+}
+
+bool ProgramCache::LoadMemberLocked(const ProgramSource& member, const std::string& member_key) {
+  const std::string path = CachePath(member.source, member.options);
+  if (path.empty()) return false;
+  std::optional<Entry> entry = ReadCacheEntry(path);
+  if (!entry.has_value()) return false;
+  const std::string key = KeyText(member.source, member.options);
+  if (entry->key != key) {
+    Reject(entry->path, "key mismatch");
+    return false;
+  }
+  if (!entry->alias) {
+    const std::string hash = StableHashHex(key);
+    Program* program = programs_.contains(hash) ? programs_[hash].get()
+                                                : LoadProgram(path, *entry, member.options, hash);
+    if (program == nullptr) return false;
+    AddMemberLocked(member_key, program, "");
+    return true;
+  }
+  // An alias: the member lives in the bundle program named by the payload.
+  const std::string& hash = entry->payload;
+  if (hash.size() != 32 || hash.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    Reject(entry->path, "malformed alias");
+    return false;
+  }
+  const std::string suffix = MemberSuffix(member_key);
+  if (auto it = programs_.find(hash); it != programs_.end()) {
+    AddMemberLocked(member_key, it->second.get(), suffix);
+    TouchDiskCacheEntry(path);
+    return true;
+  }
+  const std::string bundle_path = absl::StrCat(cache_dir_, "/", hash, ".bin");
+  std::optional<Entry> bundle = ReadCacheEntry(bundle_path);
+  if (!bundle.has_value()) return false;  // deleted (trimmed): the member is rebuilt
+  // The bundle is ours (same identity, its name is its key's hash) and holds this member.
+  const std::string shared = SharedOptions(member.options);
+  if (bundle->alias || StableHashHex(bundle->key) != hash ||
+      bundle->key.rfind(KeyText("", shared), 0) != 0 ||
+      bundle->key.find(BundleChunk(member, suffix)) == std::string::npos) {
+    Reject(bundle->path, "not the bundle its alias names");
+    return false;
+  }
+  Program* program = LoadProgram(bundle_path, *bundle, shared, hash);
+  if (program == nullptr) return false;
+  AddMemberLocked(member_key, program, suffix);
+  TouchDiskCacheEntry(path);
   return true;
 }
 
-void ProgramCache::SaveToDisk(const std::string& path, const std::string& key,
-                              const cl::Program& program) {
-  // The disk cache is an optimisation: any failure here means "not cached", never an error.
-  cl_int err = CL_SUCCESS;
-  cl::Program::Binaries binaries = program.getInfo<CL_PROGRAM_BINARIES>(&err);
-  if (err != CL_SUCCESS || binaries.size() != 1 || binaries[0].empty()) return;
-  std::string_view payload(reinterpret_cast<const char*>(binaries[0].data()), binaries[0].size());
+void ProgramCache::AddMemberLocked(const std::string& member_key, Program* program,
+                                   std::string suffix) {
+  program->members.push_back(member_key);
+  program->last_use = ++use_clock_;
+  members_[member_key] = Member{program, std::move(suffix)};
+}
 
+std::string ProgramCache::MemberSuffix(const std::string& member_key) {
+  return absl::StrCat("_b", StableHashHex(member_key).substr(0, 12));
+}
+
+bool ProgramCache::WriteEntry(const std::string& path, const char (&magic)[8], std::string_view key,
+                              std::string_view payload) {
   std::error_code ec;
   std::filesystem::create_directories(cache_dir_, ec);
-  if (ec) return;
+  if (ec) return false;
 
   Header header;
-  std::memcpy(header.magic, kMagic, sizeof(kMagic));
+  std::memcpy(header.magic, magic, sizeof(header.magic));
   header.format_version = kFormatVersion;
   header.reserved = 0;
   header.key_bytes = key.size();
@@ -329,17 +482,122 @@ void ProgramCache::SaveToDisk(const std::string& path, const std::string& key,
     out.close();
     if (!out) {
       std::filesystem::remove(temp, ec);
-      return;
+      return false;
     }
   }
   std::filesystem::rename(temp, path, ec);
   if (ec) {
     std::filesystem::remove(temp, ec);
-    return;
+    return false;
   }
+  return true;
+}
+
+bool ProgramCache::SaveToDisk(const std::string& path, const std::string& key,
+                              const cl::Program& program) {
+  // The disk cache is an optimisation: any failure here means "not cached", never an error.
+  cl_int err = CL_SUCCESS;
+  cl::Program::Binaries binaries = program.getInfo<CL_PROGRAM_BINARIES>(&err);
+  if (err != CL_SUCCESS || binaries.size() != 1 || binaries[0].empty()) return false;
+  std::string_view payload(reinterpret_cast<const char*>(binaries[0].data()), binaries[0].size());
+  return WriteEntry(path, kMagic, key, payload);
+}
+
+void ProgramCache::TrimDisk() {
   if (const int deleted = TrimDiskCache(cache_dir_, limits_.disk_bytes); deleted > 0) {
     base::metrics::Add("ProgramDiskCacheEvictions", deleted);
   }
+}
+
+absl::Status ProgramCache::BuildLocked(std::span<const ProgramSource> group,
+                                       std::span<const std::string> member_keys) {
+  const bool bundle = group.size() > 1;
+  std::string source;
+  std::string options;
+  std::vector<std::string> suffixes;
+  if (bundle) {
+    options = SharedOptions(group[0].options);
+    for (size_t i = 0; i < group.size(); ++i) {
+      suffixes.push_back(MemberSuffix(member_keys[i]));
+      source += BundleChunk(group[i], suffixes.back());
+    }
+  } else {
+    source = std::string(group[0].source);
+    options = std::string(group[0].options);
+    suffixes.emplace_back();
+  }
+  const std::string key = KeyText(source, options);
+  const std::string hash = StableHashHex(key);
+  Program* program = nullptr;
+  if (auto it = programs_.find(hash); it != programs_.end()) {
+    program = it->second.get();  // the same bundle, built before
+  } else {
+    absl::StatusOr<Built> built = BuildFromSource(source, options, hash);
+    if (!built.ok()) return built.status();
+    auto entry = std::make_unique<Program>();
+    entry->program = built->executable;
+    entry->hash = hash;
+    program = entry.get();
+    programs_[hash] = std::move(entry);
+    const std::string path = CachePath(source, options);
+    if (!path.empty()) {
+      const bool saved = SaveToDisk(
+          path, key,
+          identity_.binary == CachedBinary::kCompiledObject ? built->object : built->executable);
+      // Each member's own entry names the bundle, so a later process finds it from any member.
+      for (size_t i = 0; saved && bundle && i < group.size(); ++i) {
+        WriteEntry(CachePath(group[i].source, group[i].options), kAliasMagic,
+                   KeyText(group[i].source, group[i].options), hash);
+      }
+      if (saved) TrimDisk();
+    }
+  }
+  for (size_t i = 0; i < group.size(); ++i) AddMemberLocked(member_keys[i], program, suffixes[i]);
+  return absl::OkStatus();
+}
+
+absl::Status ProgramCache::EnsureLocked(std::span<const ProgramSource> sources) {
+  std::vector<ProgramSource> missing;
+  std::vector<std::string> missing_keys;
+  for (const ProgramSource& s : sources) {
+    std::string key = MemberKey(s.source, s.options);
+    if (members_.contains(key) ||
+        std::find(missing_keys.begin(), missing_keys.end(), key) != missing_keys.end()) {
+      continue;
+    }
+    missing.push_back(s);
+    missing_keys.push_back(std::move(key));
+  }
+  if (missing.empty()) return absl::OkStatus();
+  if (base::fault::ShouldFail(base::fault::Site::kBuild)) {
+    return ClStatus(CL_BUILD_PROGRAM_FAILURE, "clBuildProgram (injected fault)");
+  }
+  // What the disk cache holds is loaded; the rest is built, one program per set of options.
+  std::vector<std::pair<std::string, std::vector<size_t>>> groups;  // shared options, members
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (LoadMemberLocked(missing[i], missing_keys[i])) continue;
+    const std::string shared = SharedOptions(missing[i].options);
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == shared; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {shared, {}});
+    it->second.push_back(i);
+  }
+  for (const auto& [shared, members] : groups) {
+    std::vector<ProgramSource> group;
+    std::vector<std::string> keys;
+    for (size_t i : members) {
+      group.push_back(missing[i]);
+      keys.push_back(missing_keys[i]);
+    }
+    if (absl::Status s = BuildLocked(group, keys); !s.ok()) return s;
+  }
+  EvictLocked();
+  return absl::OkStatus();
+}
+
+absl::Status ProgramCache::Prepare(std::span<const ProgramSource> sources) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return EnsureLocked(sources);
 }
 
 absl::StatusOr<KernelRef> ProgramCache::GetKernel(std::string_view source, std::string_view options,
@@ -347,36 +605,21 @@ absl::StatusOr<KernelRef> ProgramCache::GetKernel(std::string_view source, std::
   // One build at a time per device: a second thread asking for the same program waits for the
   // first one's build rather than building it again.
   std::lock_guard<std::mutex> lock(mu_);
-  std::string memory_key =
-      absl::StrCat(base::Sv(options), absl::string_view("\0", 1), base::Sv(source));
-  auto it = programs_.find(memory_key);
-  if (it == programs_.end()) {
-    if (base::fault::ShouldFail(base::fault::Site::kBuild)) {
-      return ClStatus(CL_BUILD_PROGRAM_FAILURE, "clBuildProgram (injected fault)");
-    }
-    const std::string key = KeyText(source, options);
-    auto entry = std::make_unique<Program>();
-    entry->hash = StableHashHex(key);
-    const std::string path = CachePath(source, options);
-    if (path.empty() || !LoadFromDisk(path, key, options, entry->hash, &entry->program)) {
-      absl::StatusOr<cl::Program> built = BuildFromSource(source, options, entry->hash);
-      if (!built.ok()) return built.status();
-      entry->program = *std::move(built);
-      if (!path.empty()) SaveToDisk(path, key, entry->program);
-    }
-    entry->last_use = ++use_clock_;
-    programs_.emplace(memory_key, std::move(entry));
-    EvictLocked();  // never the new entry: it is the most recently used
-    it = programs_.find(memory_key);
+  const std::string member_key = MemberKey(source, options);
+  auto it = members_.find(member_key);
+  if (it == members_.end()) {
+    const ProgramSource one{source, options};
+    if (absl::Status s = EnsureLocked({&one, 1}); !s.ok()) return s;
+    it = members_.find(member_key);
+    LAZYCL_CHECK(it != members_.end(), "a program was built but not registered");
   }
-
-  Program& program = *it->second;
+  Program& program = *it->second.program;
   program.last_use = ++use_clock_;
-  auto kernel_it = program.kernels.find(base::Sv(name));
+  const std::string entry = absl::StrCat(base::Sv(name), it->second.suffix);
+  auto kernel_it = program.kernels.find(entry);
   if (kernel_it != program.kernels.end()) return kernel_it->second;
   cl_int err = CL_SUCCESS;
-  const std::string name_text(name);
-  cl::Kernel kernel(program.program, name_text.c_str(), &err);
+  cl::Kernel kernel(program.program, entry.c_str(), &err);
   if (err == CL_INVALID_KERNEL_NAME) {
     cl_int names_err = CL_SUCCESS;
     std::string names = program.program.getInfo<CL_PROGRAM_KERNEL_NAMES>(&names_err);
@@ -386,8 +629,8 @@ absl::StatusOr<KernelRef> ProgramCache::GetKernel(std::string_view source, std::
   }
   if (err != CL_SUCCESS)
     return ClStatus(err, absl::StrCat("clCreateKernel('", base::Sv(name), "')"));
-  KernelRef result = std::make_shared<const Kernel>(std::move(kernel), name_text);
-  program.kernels.emplace(name_text, result);
+  KernelRef result = std::make_shared<const Kernel>(std::move(kernel), std::string(name));
+  program.kernels.emplace(entry, result);
   return result;
 }
 

@@ -3,13 +3,18 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "backend/cl.h"
 #include "backend/device.h"
+#include "backend/program_bundle.h"
+#include "base/settings.h"
 
 // Building OpenCL C into kernels for one device, with a memory cache and an on-disk binary cache
 // (internal to backend/).
@@ -29,12 +34,30 @@ class Kernel {
   std::string name_;
 };
 
+// What the disk cache stores for a program: the executable (clBuildProgram, then
+// CL_PROGRAM_BINARIES), or the compiled object (clCompileProgram, its binary, clLinkProgram),
+// which a later process links. PoCL answers CL_PROGRAM_BINARIES of an executable by compiling a
+// generic work-group function for every kernel of the program (~60 ms each, more for a matmul)
+// that no launch uses (a launch compiles one specialised for its local size): the char-LM
+// example's first step from empty caches took 23.5 s with executables, 11.2 s with objects. A
+// process that links objects pays once for PoCL loading its builtin library (~330 ms) and ~2-10
+// ms per program, where loading an executable costs ~1 ms and nothing once.
+enum class CachedBinary { kExecutable, kCompiledObject };
+
 // The strings that make a device binary reusable; all of them go into the disk-cache key.
 struct ProgramCacheIdentity {
   std::string platform_name;
   std::string device_name;
   std::string driver_version;
+  CachedBinary binary = CachedBinary::kExecutable;
 };
+
+// What LAZYCL_KERNEL_CACHE_BINARY asks for on this device: kAuto is kCompiledObject on PoCL
+// platforms whose device has a linker, else kExecutable. kObject on a device without a linker is
+// InvalidArgument naming the device.
+absl::StatusOr<CachedBinary> CachedBinaryFor(base::KernelCacheBinary setting,
+                                             std::string_view platform_name,
+                                             std::string_view device_name, bool linker_available);
 
 // A kernel stays valid while a reference lives, even after its program leaves the cache.
 using KernelRef = std::shared_ptr<const Kernel>;
@@ -60,6 +83,12 @@ class ProgramCache {
   absl::StatusOr<KernelRef> GetKernel(std::string_view source, std::string_view options,
                                       std::string_view name);
 
+  // Makes the programs of `sources` ready for GetKernel: those in memory stay, those in the disk
+  // cache are loaded, and the rest are built together, one program per set of non -D options
+  // (program_bundle.h: one compiler run instead of one per program). The disk cache then holds
+  // the bundle once and, under each member's own key, an alias naming it.
+  absl::Status Prepare(std::span<const ProgramSource> sources);
+
   // Programs held in memory now.
   size_t size();
 
@@ -70,20 +99,59 @@ class ProgramCache {
   struct Program {
     cl::Program program;
     std::string hash;  // hex, names the program in messages and the cache file
-    absl::flat_hash_map<std::string, KernelRef> kernels;
-    uint64_t last_use = 0;  // use_clock_ at the latest GetKernel
+    absl::flat_hash_map<std::string, KernelRef> kernels;  // by entry point (with suffix)
+    uint64_t last_use = 0;                                // use_clock_ at the latest GetKernel
+    std::vector<std::string> members;                     // keys in members_ that name this program
   };
+  // Where the program of one (source, options) lives: its entry points are its names plus
+  // `suffix` ("" for a program built alone).
+  struct Member {
+    Program* program = nullptr;
+    std::string suffix;
+  };
+  // A disk-cache entry whose format, length and checksum were checked.
+  struct Entry {
+    bool alias = false;
+    std::string path;
+    std::string key;
+    std::string payload;  // a binary, or an alias's bundle hash
+  };
+
+  static std::string MemberKey(std::string_view source, std::string_view options);
+  static std::string MemberSuffix(const std::string& member_key);
+  std::string KeyText(std::string_view source, std::string_view options) const;
+
+  absl::Status EnsureLocked(std::span<const ProgramSource> sources);
+  // Builds `group` (sharing their non -D options) as one program, or alone when it is one.
+  absl::Status BuildLocked(std::span<const ProgramSource> group,
+                           std::span<const std::string> member_keys);
+  // Registers the member from the disk cache; false (not an error) when it is not there or
+  // unusable (an unusable entry is deleted so the rebuilt program replaces it).
+  bool LoadMemberLocked(const ProgramSource& member, const std::string& member_key);
+  void AddMemberLocked(const std::string& member_key, Program* program, std::string suffix);
   // Releases the programs used longest ago until at most limits_.programs remain.
   void EvictLocked();
 
-  std::string KeyText(std::string_view source, std::string_view options) const;
-  absl::StatusOr<cl::Program> BuildFromSource(std::string_view source, std::string_view options,
-                                              const std::string& hash);
-  // False (not an error) when the entry is missing or unusable; an unusable entry is deleted so
-  // the rebuilt program replaces it.
-  bool LoadFromDisk(const std::string& path, const std::string& key, std::string_view options,
-                    const std::string& hash, cl::Program* program);
-  void SaveToDisk(const std::string& path, const std::string& key, const cl::Program& program);
+  // The executable program of `source`, and (kCompiledObject) the compiled object it was linked
+  // from, whose binary the disk cache stores.
+  struct Built {
+    cl::Program executable;
+    cl::Program object;
+  };
+  absl::StatusOr<Built> BuildFromSource(std::string_view source, std::string_view options,
+                                        const std::string& hash);
+  // Links the compiled object `object` into an executable for device_.
+  absl::StatusOr<cl::Program> Link(const cl::Program& object, const std::string& hash);
+
+  std::optional<Entry> ReadCacheEntry(const std::string& path);
+  void Reject(const std::string& path, std::string_view why);
+  // The program of a read entry, added to programs_ under `hash`; nullptr when it does not load.
+  Program* LoadProgram(const std::string& path, const Entry& entry, std::string_view options,
+                       const std::string& hash);
+  bool WriteEntry(const std::string& path, const char (&magic)[8], std::string_view key,
+                  std::string_view payload);
+  bool SaveToDisk(const std::string& path, const std::string& key, const cl::Program& program);
+  void TrimDisk();
 
   cl::Context context_;
   cl::Device device_;
@@ -91,10 +159,10 @@ class ProgramCache {
   std::string cache_dir_;
   int debug_;
   ProgramCacheLimits limits_;
-  std::mutex mu_;  // guards programs_, use_clock_ and each Program's kernels
+  std::mutex mu_;  // guards programs_, members_, use_clock_ and each Program's kernels
   uint64_t use_clock_ = 0;
-  // Keyed by options + '\0' + source.
-  absl::flat_hash_map<std::string, std::unique_ptr<Program>> programs_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Program>> programs_;  // by Program::hash
+  absl::flat_hash_map<std::string, Member> members_;                     // by MemberKey
 };
 
 }  // namespace lazycl::backend

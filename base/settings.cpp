@@ -153,6 +153,16 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
     settings.device_pool_limit = *bytes;  // 0 is meaningful: pool nothing
   }
 
+  if (auto v = Get(lookup, "LAZYCL_KERNEL_CACHE_BINARY")) {
+    static constexpr std::string_view kNames[] = {"auto", "object", "executable"};
+    static constexpr KernelCacheBinary kValues[] = {
+        KernelCacheBinary::kAuto, KernelCacheBinary::kObject, KernelCacheBinary::kExecutable};
+    int i = Choose(*v, kNames);
+    if (i < 0)
+      return Malformed("LAZYCL_KERNEL_CACHE_BINARY", *v, "one of auto, object, executable");
+    settings.kernel_cache_binary = kValues[i];
+  }
+
   if (auto v = Get(lookup, "LAZYCL_CODEGEN")) {
     static constexpr std::string_view kNames[] = {"auto", "cpu", "gpu"};
     static constexpr CodegenStrategy kValues[] = {CodegenStrategy::kAuto, CodegenStrategy::kCpu,

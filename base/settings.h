@@ -16,6 +16,9 @@ enum class DeviceTypeFilter { kDefault, kGpu, kCpu, kAccelerator, kAll };
 enum class TransferGuard { kAllow, kLog, kDisallow };
 // LAZYCL_CODEGEN: which kernel strategies to emit; kAuto follows the device type.
 enum class CodegenStrategy { kAuto, kCpu, kGpu };
+// LAZYCL_KERNEL_CACHE_BINARY: what the disk cache stores of a program (backend/program_cache.h);
+// kAuto: compiled objects on PoCL, executables elsewhere.
+enum class KernelCacheBinary { kAuto, kObject, kExecutable };
 
 inline constexpr int64_t kDefaultKernelCacheMaxBytes = int64_t{1} << 30;  // 1 GiB
 inline constexpr int64_t kDefaultProgramCacheSize = 2048;
@@ -31,6 +34,7 @@ struct Settings {
   // LAZYCL_KERNEL_CACHE_MAX_BYTES (K/M/G suffix): the disk cache's bound; past it, the entries
   // used longest ago are deleted.
   int64_t kernel_cache_max_bytes = kDefaultKernelCacheMaxBytes;
+  KernelCacheBinary kernel_cache_binary = KernelCacheBinary::kAuto;  // LAZYCL_KERNEL_CACHE_BINARY
   // LAZYCL_PROGRAM_CACHE_SIZE: OpenCL programs each device keeps built in memory (least recently
   // used past it are released; a kernel still in use stays alive until its last user goes).
   int64_t program_cache_size = kDefaultProgramCacheSize;

@@ -53,6 +53,8 @@ struct CachedPlan {
   std::mutex kernels_mu;
   // Per kernel, per launch: its entry point, created when the launch first runs.
   std::vector<std::vector<backend::KernelRef>> kernels;  // guarded by kernels_mu
+  // Whether the programs of all kernels were built (together) or found.
+  bool programs_ready = false;  // guarded by kernels_mu
   // Per kernel: its profiler tag (profile::TagOf) of generation profile_generation.
   std::vector<int64_t> profile_tags;  // guarded by kernels_mu
   int64_t profile_generation = -1;    // guarded by kernels_mu
@@ -423,6 +425,17 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
       cached.profile_generation = generation;
     }
     tags = cached.profile_tags;
+  }
+  // The first run builds every new program of the plan in one compiler run.
+  {
+    std::lock_guard<std::mutex> lock(cached.kernels_mu);
+    if (!cached.programs_ready) {
+      std::vector<backend::ProgramSource> sources;
+      for (const kernels::KernelSpec& spec : plan.kernels)
+        sources.push_back({spec.source, spec.options});
+      if (absl::Status s = device.PreparePrograms(sources); !s.ok()) return s;
+      cached.programs_ready = true;
+    }
   }
   std::vector<backend::KernelArg> args;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -298,6 +299,63 @@ TEST(CacheTest, ChildComputesOnceWithAColdOrWarmDiskCache) {
   } else {
     EXPECT_EQ(metrics::counter("ProgramBuilds"), 0);
     EXPECT_GT(metrics::counter("ProgramDiskCacheHits"), 0);
+  }
+}
+
+// A graph's new kernels build as one OpenCL program (one compiler run). The chain of ops is drawn
+// at random so that its kernels are new to every run, even with a warm disk cache.
+TEST(CacheTest, AGraphsNewKernelsBuildAsOneProgram) {
+  std::random_device seed;
+  std::mt19937 rng(seed());
+  Tensor a = Rand({33, 16}, 5), b = Rand({16, 20}, 6);
+  auto chain = [&](Tensor x, const std::vector<int>& ops) {
+    for (int op : ops) {
+      switch (op) {
+        case 0:
+          x = tanh(x);
+          break;
+        case 1:
+          x = relu(x) + 0.5;
+          break;
+        case 2:
+          x = sin(x);
+          break;
+        case 3:
+          x = x * x;
+          break;
+        case 4:
+          x = sigmoid(x);
+          break;
+        case 5:
+          x = cos(x) * 2.0;
+          break;
+        case 6:
+          x = exp(x * 0.1);
+          break;
+        default:
+          x = abs(x) - 1.0;
+          break;
+      }
+    }
+    return x;
+  };
+  std::vector<int> ops(10);
+  for (int& op : ops) op = static_cast<int>(rng() % 8);
+  auto outputs = [&](const Tensor& x, const Tensor& w) {
+    Tensor y = chain(x, ops);
+    return std::vector<Tensor>{y, sum(y, {1}), matmul(y, w)};
+  };
+  const std::vector<Tensor> want = outputs(a.to(Device::host()), b.to(Device::host()));
+  const int64_t builds = metrics::counter("ProgramBuilds");
+  const int64_t launches = metrics::counter("KernelLaunches");
+  std::vector<Tensor> got = outputs(a, b);
+  sync(got);
+  EXPECT_GE(metrics::counter("KernelLaunches") - launches, 3);
+  // The chain's kernels are new (the plain matmul may come from the disk cache, alone).
+  EXPECT_EQ(metrics::counter("ProgramBuilds"), builds + 1);
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(i);
+    ExpectNear(got[i].to_vector<float>(), want[i].to_vector<float>());
   }
 }
 

@@ -138,7 +138,8 @@ class FaultTest : public ::testing::Test {
 };
 
 // Build k fails after k - 1 new programs were built (and kept): failing the 1st, then the 2nd of
-// what is left, and so on, fails every program of the step once.
+// what is left, and so on, fails every program of the step once. A graph's new kernels build as
+// one program (ProgramCache::Prepare), so the step (one graph) has one build to fail.
 TEST_F(FaultTest, EveryProgramBuildOfAStepFailsCleanly) {
   int failures = 0;
   EXPECT_TRUE(Attempt(Site::kBuild, 1, /*recover=*/false))
@@ -148,7 +149,7 @@ TEST_F(FaultTest, EveryProgramBuildOfAStepFailsCleanly) {
     ++failures;
     ASSERT_LT(failures, 100) << "the walk does not end";
   }
-  EXPECT_GE(failures, 2);
+  EXPECT_GE(failures, 1);
   std::cout << "build faults walked: " << failures << "\n";
 }
 

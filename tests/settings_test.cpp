@@ -166,6 +166,18 @@ TEST(SettingsTest, CacheBounds) {
   }
 }
 
+TEST(SettingsTest, KernelCacheBinary) {
+  EXPECT_EQ(Parse({})->kernel_cache_binary, base::KernelCacheBinary::kAuto);
+  EXPECT_EQ(Parse({{"LAZYCL_KERNEL_CACHE_BINARY", "object"}})->kernel_cache_binary,
+            base::KernelCacheBinary::kObject);
+  EXPECT_EQ(Parse({{"LAZYCL_KERNEL_CACHE_BINARY", "Executable"}})->kernel_cache_binary,
+            base::KernelCacheBinary::kExecutable);
+  absl::StatusOr<base::Settings> s = Parse({{"LAZYCL_KERNEL_CACHE_BINARY", "bitcode"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(Message(s.status()).find("LAZYCL_KERNEL_CACHE_BINARY"), std::string::npos);
+  EXPECT_NE(Message(s.status()).find("bitcode"), std::string::npos);
+}
+
 TEST(SettingsTest, Codegen) {
   EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "gpu"}})->codegen, base::CodegenStrategy::kGpu);
   EXPECT_EQ(Parse({{"LAZYCL_CODEGEN", "CPU"}})->codegen, base::CodegenStrategy::kCpu);
