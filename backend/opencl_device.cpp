@@ -79,7 +79,42 @@ struct Device::Impl {
   // Profiling (SetProfiling): the events of tagged launches, under launch_mu.
   bool profiling = false;
   std::vector<std::pair<int64_t, cl::Event>> timed;
+  // The events of kernels' first launches at a work-group size, under launch_mu: their device
+  // time, in which PoCL compiles the kernel for that size, is counted into CompileTime and
+  // FirstRunTime once they complete (HarvestFirstRuns).
+  std::vector<cl::Event> first_runs;
 };
+
+namespace {
+
+// Records the device time of the first runs that have completed (all of them with `wait`) and
+// forgets them; the caller holds launch_mu.
+void HarvestFirstRuns(std::vector<cl::Event>& events, bool wait) {
+  size_t kept = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    cl::Event& event = events[i];
+    cl_int status = CL_QUEUED;
+    if (event.getInfo(CL_EVENT_COMMAND_EXECUTION_STATUS, &status) != CL_SUCCESS) continue;
+    if (status > CL_COMPLETE && !wait) {  // queued, submitted or running: later
+      events[kept++] = std::move(event);
+      continue;
+    }
+    if (status > CL_COMPLETE && event.wait() != CL_SUCCESS) continue;
+    if (status < 0) continue;  // failed: nothing ran
+    cl_ulong start = 0, end = 0;
+    if (event.getProfilingInfo(CL_PROFILING_COMMAND_START, &start) != CL_SUCCESS ||
+        event.getProfilingInfo(CL_PROFILING_COMMAND_END, &end) != CL_SUCCESS || end < start) {
+      continue;
+    }
+    const auto ns = static_cast<int64_t>(end - start);
+    base::metrics::Add("FirstRuns", 1);
+    base::metrics::RecordTime("FirstRunTime", ns);
+    base::metrics::RecordTime("CompileTime", ns);
+  }
+  events.resize(kept);
+}
+
+}  // namespace
 
 Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -264,18 +299,26 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
                                                       "') (injected fault)"));
   }
   const bool timed = impl_->profiling && profile_tag >= 0;
+  const bool first = kernel->FirstLaunchWith(local);
   cl::Event event;
   cl_int err = impl_->queue.enqueueNDRangeKernel(k, cl::NullRange, range(global), local_range,
-                                                 nullptr, timed ? &event : nullptr);
+                                                 nullptr, timed || first ? &event : nullptr);
   if (err != CL_SUCCESS) {
     return ClStatus(err, absl::StrCat("clEnqueueNDRangeKernel('", kernel->name(), "')"));
   }
+  if (!impl_->first_runs.empty()) HarvestFirstRuns(impl_->first_runs, /*wait=*/false);
+  if (first) impl_->first_runs.push_back(event);
   if (timed) impl_->timed.emplace_back(profile_tag, std::move(event));
   base::metrics::Add("KernelLaunches", 1);
   return absl::OkStatus();
 }
 
-absl::Status Device::Finish() { return ClStatus(impl_->queue.finish(), "clFinish"); }
+absl::Status Device::Finish() {
+  absl::Status status = ClStatus(impl_->queue.finish(), "clFinish");
+  std::lock_guard<std::mutex> lock(impl_->launch_mu);
+  HarvestFirstRuns(impl_->first_runs, /*wait=*/status.ok());
+  return status;
+}
 
 void Device::SetProfiling(bool on) {
   std::lock_guard<std::mutex> lock(impl_->launch_mu);

@@ -29,9 +29,22 @@ class Kernel {
   cl::Kernel& handle() const { return kernel_; }
   const std::string& name() const { return name_; }
 
+  // Whether this is the kernel's first launch with local size `local` (empty: the driver's
+  // choice), noting it. PoCL compiles a kernel for each work-group size at its first launch with
+  // it. Called under the launching Device's launch mutex.
+  bool FirstLaunchWith(std::span<const size_t> local) const {
+    std::vector<size_t> key(local.begin(), local.end());
+    for (const std::vector<size_t>& seen : launched_locals_) {
+      if (seen == key) return false;
+    }
+    launched_locals_.push_back(std::move(key));
+    return true;
+  }
+
  private:
   mutable cl::Kernel kernel_;
   std::string name_;
+  mutable std::vector<std::vector<size_t>> launched_locals_;  // guarded by the launch mutex
 };
 
 // What the disk cache stores for a program: the executable (clBuildProgram, then

@@ -99,6 +99,37 @@ TEST_F(DeviceTest, SaxpyProducesCorrectResults) {
   buffers.Release(by);
 }
 
+// A kernel's first launch at each work-group size (PoCL compiles it for that size then) is timed
+// into CompileTime and FirstRunTime, counted by FirstRuns once it has run; later launches at a
+// size already seen are not.
+TEST_F(DeviceTest, FirstRunsAtEachWorkGroupSizeCountAsCompileTime) {
+  BufferManager& buffers = device_->buffers();
+  BufferId out = buffers.Declare(64 * sizeof(float), "out");
+  auto kernel = device_->GetKernel(
+      "__kernel void first_runs(__global float* x) { x[get_global_id(0)] = 2.0f; }\n", "",
+      "first_runs");
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const KernelArg args[] = {KernelArg::Write(out)};
+  const size_t global[] = {64};
+  const size_t local8[] = {8};
+  const size_t local16[] = {16};
+  const int64_t before = C("FirstRuns");
+  ASSERT_TRUE(device_->Launch(*kernel, args, global, local8).ok());
+  ASSERT_TRUE(device_->Finish().ok());
+  EXPECT_EQ(C("FirstRuns"), before + 1);
+  EXPECT_NE(lazycl::metrics::report().find("FirstRunTime"), std::string::npos);
+  ASSERT_TRUE(device_->Launch(*kernel, args, global, local8).ok());
+  ASSERT_TRUE(device_->Finish().ok());
+  EXPECT_EQ(C("FirstRuns"), before + 1);
+  ASSERT_TRUE(device_->Launch(*kernel, args, global, local16).ok());
+  ASSERT_TRUE(device_->Finish().ok());
+  EXPECT_EQ(C("FirstRuns"), before + 2);
+  std::vector<float> host(64);
+  ASSERT_TRUE(buffers.Download(out, host.data(), 0, 64 * sizeof(float)).ok());
+  for (float v : host) ASSERT_EQ(v, 2.0f);
+  buffers.Release(out);
+}
+
 TEST_F(DeviceTest, WrittenBufferGetsStorageAndInt64Args) {
   BufferManager& buffers = device_->buffers();
   BufferId out = buffers.Declare(100 * sizeof(float), "out");
