@@ -62,8 +62,12 @@ struct KernelArg {
 struct LaunchTiming {
   int64_t tag = 0;         // as given to Launch
   uint64_t queued_ns = 0;  // CL_PROFILING_COMMAND_QUEUED
-  uint64_t start_ns = 0;   // CL_PROFILING_COMMAND_START
-  uint64_t end_ns = 0;     // CL_PROFILING_COMMAND_END
+  // CL_PROFILING_COMMAND_SUBMIT: PoCL submits a command once the commands before it have
+  // finished, then compiles the kernel for its work-group size if this is the first launch with
+  // it, then starts it.
+  uint64_t submit_ns = 0;
+  uint64_t start_ns = 0;  // CL_PROFILING_COMMAND_START
+  uint64_t end_ns = 0;    // CL_PROFILING_COMMAND_END
 };
 
 // A compiled kernel, owned by its Device's program cache; valid as long as the Device.

@@ -100,9 +100,9 @@ TEST_F(DeviceTest, SaxpyProducesCorrectResults) {
 }
 
 // A kernel's first launch at each work-group size (PoCL compiles it for that size then) is timed
-// into CompileTime and FirstRunTime, counted by FirstRuns once it has run; later launches at a
-// size already seen are not.
-TEST_F(DeviceTest, FirstRunsAtEachWorkGroupSizeCountAsCompileTime) {
+// into FirstRunTime, counted by FirstRuns once it has run; later launches at a size already seen
+// are not.
+TEST_F(DeviceTest, FirstRunsAtEachWorkGroupSizeAreTimed) {
   BufferManager& buffers = device_->buffers();
   BufferId out = buffers.Declare(64 * sizeof(float), "out");
   auto kernel = device_->GetKernel(
