@@ -9,10 +9,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "backend/host_memory.h"
+#include "base/random.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"
 #include "lazycl/env.h"
+#include "lazycl/ops.h"
 #include "runtime/devices.h"
 #include "runtime/storage.h"
 
@@ -40,37 +42,34 @@ Tensor FromVector(const std::vector<T>& data, std::vector<int64_t> shape, DType 
                                  Resolve(device));
 }
 
-// A counter-based generator (splitmix64 of seed and index): the same values on every device,
-// whatever order they are made in.
-uint64_t Mix(uint64_t seed, uint64_t i) {
-  uint64_t z = seed * 0x9e3779b97f4a7c15ull + (i + 1) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+// Uniform values in (0, 1) over `shape` from the counters stride * i + offset (i the element's
+// row-major index): one RandomUniform over an iota, computed inside the kernels that read it
+// (ir/op_table.h), the same bits on the host and every device.
+Tensor Uniform01(const std::vector<int64_t>& shape, uint64_t seed, int64_t stride, int64_t offset,
+                 Device device) {
+  const int64_t n = ir::NumElements(shape);
+  auto constant = [n](int64_t v) {
+    return ir::MakeConstant(static_cast<double>(v), DType::i64, {n});
+  };
+  absl::StatusOr<ir::NodePtr> counter = ir::MakeIota(DType::i64, n);
+  if (counter.ok() && stride != 1)
+    counter = ir::MakeBinary(ir::Op::kMul, *counter, constant(stride));
+  if (counter.ok() && offset != 0)
+    counter = ir::MakeBinary(ir::Op::kAdd, *counter, constant(offset));
+  if (counter.ok()) counter = ir::MakeReshape(*counter, shape);
+  if (!counter.ok()) base::Throw(counter.status());
+  ir::NodePtr seed_node =
+      ir::MakeScalar(static_cast<double>(base::FoldSeed(seed)), DType::i64, shape);
+  return frontend::Wrap(ir::MakeBinary(ir::Op::kRandomUniform, *counter, std::move(seed_node)),
+                        device);
 }
 
-double Uniform(uint64_t seed, uint64_t i) {
-  return (static_cast<double>(Mix(seed, i) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-
-Tensor Random(std::vector<int64_t> shape, DType dtype, std::optional<Device> device, const char* op,
-              const auto& sample) {
+void CheckRandom(const std::vector<int64_t>& shape, DType dtype, const char* op) {
   CheckShape(shape, op);
   if (dtype != DType::f32) {
     base::Throw(absl::InvalidArgumentError(
-        absl::StrCat(op, ": expected a floating dtype, got ", dtype_name(dtype))));
+        absl::StrCat(op, ": expected a floating dtype (f32), got ", dtype_name(dtype))));
   }
-  const int64_t n = ir::NumElements(shape);
-  std::vector<float> values;
-  try {
-    values.resize(static_cast<size_t>(n));
-  } catch (const std::bad_alloc&) {
-    base::Throw(base::HostOutOfMemory(op, n * static_cast<int64_t>(sizeof(float))));
-  } catch (const std::length_error&) {
-    base::Throw(base::HostOutOfMemory(op, n * static_cast<int64_t>(sizeof(float))));
-  }
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(sample(i));
-  return FromVector(values, std::move(shape), DType::f32, device);
 }
 
 // full(), zeros() and ones(); `op` is the name the user called, for error messages. full's value
@@ -120,12 +119,12 @@ Tensor arange(int64_t n, DType dtype, std::optional<Device> device) {
 }
 
 Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, std::optional<Device> device) {
-  return Random(std::move(shape), dtype, device, "randn", [seed](size_t i) {
-    // Box-Muller on two independent uniforms per element.
-    const double u1 = Uniform(seed, 2 * i);
-    const double u2 = Uniform(seed, 2 * i + 1);
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  });
+  CheckRandom(shape, dtype, "randn");
+  // Box-Muller on two independent uniforms per element (counters 2i and 2i + 1).
+  const Device d = Resolve(device);
+  const Tensor u1 = Uniform01(shape, seed, 2, 0, d);
+  const Tensor u2 = Uniform01(shape, seed, 2, 1, d);
+  return sqrt(log(u1) * -2.0) * cos(u2 * 6.283185307179586);
 }
 
 Tensor rand(std::vector<int64_t> shape, uint64_t seed, double low, double high, DType dtype,
@@ -135,8 +134,10 @@ Tensor rand(std::vector<int64_t> shape, uint64_t seed, double low, double high, 
         absl::StrCat("rand: expected low <= high for the range [low, high), got low = ", low,
                      " and high = ", high)));
   }
-  return Random(std::move(shape), dtype, device, "rand",
-                [=](size_t i) { return low + (high - low) * Uniform(seed, i); });
+  CheckRandom(shape, dtype, "rand");
+  const Tensor u = Uniform01(shape, seed, 1, 0, Resolve(device));
+  if (low == 0 && high == 1) return u;
+  return u * (high - low) + low;
 }
 
 Tensor placeholder(std::vector<int64_t> shape, DType dtype, Device device, bool requires_grad) {

@@ -290,6 +290,8 @@ constexpr VjpRow kVjpRows[] = {
      [](const Node& n, size_t, const NodePtr& g, Value) {
        return Must(ir::MakeScan(Op::kCumsum, g, n.args[0], n.args[1] == 0));
      }},
+    // random block
+    {Op::kRandomUniform, nullptr},  // not differentiable: its operands are integers
 };
 static_assert(std::size(kVjpRows) == kOpCount, "one VJP row per op");
 static_assert(IsOpTable(kVjpRows), "VJP rows in LAZYCL_OPS order");

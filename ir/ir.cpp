@@ -40,8 +40,8 @@ const OpCategory kOpCategory[] = {
 
 // The dtype rule of each op: which dtypes it takes (its operand's; the values' for Where) and
 // the dtype it gives. The builders check these and the shapes.
-enum class Takes { kAny, kNumeric, kFloating, kBool, kF32OrI64 };
-enum class Gives { kOperand, kBool };
+enum class Takes { kAny, kNumeric, kFloating, kBool, kF32OrI64, kI64 };
+enum class Gives { kOperand, kBool, kF32 };
 struct DTypeRule {
   Op op;
   Takes takes;
@@ -99,6 +99,8 @@ constexpr DTypeRule kDTypeRules[] = {
     {Op::kMin, Takes::kAny, Gives::kOperand, "min", /*identity=*/false},
     {Op::kProd, Takes::kF32OrI64, Gives::kOperand, "prod"},
     {Op::kCumsum, Takes::kF32OrI64, Gives::kOperand, "cumsum"},
+    // random block
+    {Op::kRandomUniform, Takes::kI64, Gives::kF32, "random_uniform"},
 };
 static_assert(std::size(kDTypeRules) == kOpCount, "one dtype rule per op");
 static_assert(IsOpTable(kDTypeRules), "dtype rules in LAZYCL_OPS order");
@@ -132,12 +134,24 @@ absl::Status CheckTakes(Op op, DType dtype) {
       if (is_floating(dtype) || dtype == DType::i64) return absl::OkStatus();
       return base::InvalidArgument(name,
                                    absl::StrCat(name, " accumulates in f32 or i64; cast first"));
+    case Takes::kI64:
+      if (dtype == DType::i64) return absl::OkStatus();
+      return base::InvalidArgument(name,
+                                   absl::StrCat("expected i64 operands, got ", dtype_name(dtype)));
   }
   return absl::OkStatus();
 }
 
 DType Result(Op op, DType operand) {
-  return RuleOf(op).gives == Gives::kBool ? DType::boolean : operand;
+  switch (RuleOf(op).gives) {
+    case Gives::kBool:
+      return DType::boolean;
+    case Gives::kF32:
+      return DType::f32;
+    case Gives::kOperand:
+      break;
+  }
+  return operand;
 }
 
 // Fills in the hash and the pending count of a node whose other fields are set. The hash

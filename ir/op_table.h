@@ -28,6 +28,11 @@
 // fifty-op chain ran a kernel before its sync). Silu and Gelu (erf and tanh forms) are primitive
 // for the same reason: their composites read x twice, and they sit in every layer of a model.
 // Rsqrt maps to OpenCL's rsqrt. Min and Prod are reductions like Max and Sum.
+// RandomUniform(counter, seed): i64 operands, an f32 in (0, 1) per element: splitmix64 of the two,
+// its top 23 bits k as (k + 0.5) / 2^23, exact in f32, so host and device give the same bits.
+// rand, randn and dropout are written with it over an iota (frontend/factories.cpp): computed
+// inside the kernels that use them, never uploaded; the seed is a Scalar, so a new seed compiles
+// nothing.
 #define LAZYCL_OPS(X)       \
   X(Buffer, 0, Leaf)        \
   X(Constant, 0, Leaf)      \
@@ -75,7 +80,9 @@
   X(GeluTanh, 1, Unary)     \
   X(Min, 1, Reduce)         \
   X(Prod, 1, Reduce)        \
-  X(Cumsum, 1, Scan)
+  X(Cumsum, 1, Scan)        \
+  /* random block */        \
+  X(RandomUniform, 2, Binary)
 
 #include <cstddef>
 

@@ -13,8 +13,9 @@ namespace lazycl::kernels {
 namespace {
 
 constexpr const char* kNames[] = {
-    "lc_exp", "lc_exp16", "lc_log",         "lc_tanh",        "lc_erf",        "lc_sincos",
-    "lc_sin", "lc_cos",   "lc_bf16_to_f32", "lc_f32_to_bf16", "lc_f16_to_f32", "lc_f32_to_f16"};
+    "lc_exp",        "lc_exp16",      "lc_log",    "lc_tanh",        "lc_erf",
+    "lc_sincos",     "lc_sin",        "lc_cos",    "lc_bf16_to_f32", "lc_f32_to_bf16",
+    "lc_f16_to_f32", "lc_f32_to_f16", "lc_uniform"};
 
 // The half conversions (cpu_math.h), as base/half.h computes them.
 constexpr const char* kBf16ToF32 =
@@ -52,6 +53,18 @@ constexpr const char* kF32ToF16 =
     "  const uint rest = m & ((1u << shift) - 1u), tie = 1u << (shift - 1u);\n"
     "  if (rest > tie || (rest == tie && (h & 1u))) ++h;\n"
     "  return (ushort)(sign | h);\n"
+    "}\n";
+
+// RandomUniform: splitmix64 of (seed, counter) in unsigned arithmetic (wrapping), its top 23
+// bits k as (k + 0.5) * 2^-23, every step exact in f32.
+constexpr const char* kUniform =
+    "static inline float lc_uniform(long counter, long seed) {\n"
+    "  ulong z = (ulong)seed * 0x9e3779b97f4a7c15UL + ((ulong)counter + 1UL) * "
+    "0xbf58476d1ce4e5b9UL;\n"
+    "  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9UL;\n"
+    "  z = (z ^ (z >> 27)) * 0x94d049bb133111ebUL;\n"
+    "  z ^= z >> 31;\n"
+    "  return ((float)(uint)(z >> 41) + 0.5f) * 1.1920928955078125e-7f;\n"
     "}\n";
 
 // The definition of `static inline float <name>(` in cpu_math.cl, through its closing line.
@@ -116,6 +129,7 @@ const std::string& CpuMathSource(CpuMath f) {
         kF32ToBf16,
         kF16ToF32,
         kF32ToF16,
+        kUniform,
     };
   }();
   return (*sources)[static_cast<int>(f)];

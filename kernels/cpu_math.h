@@ -21,6 +21,8 @@ enum class CpuMath {
   kF32ToBf16,  // lc_f32_to_bf16(float)
   kF16ToF32,   // lc_f16_to_f32(ushort)
   kF32ToF16,   // lc_f32_to_f16(float)
+  // RandomUniform (ir/op_table.h) on every strategy, bit for bit as runtime/host_eval.cpp.
+  kUniform,  // lc_uniform(long counter, long seed)
 };
 
 // The name a kernel calls it by: "lc_exp".

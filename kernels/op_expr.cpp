@@ -209,6 +209,12 @@ constexpr OpExprRow kOpExprs[] = {
     {Op::kMin, nullptr},
     {Op::kProd, nullptr},
     {Op::kCumsum, nullptr},
+    // random block
+    {Op::kRandomUniform,
+     [](const ExprArgs& a, Calls* c) {
+       c->push_back(CpuMath::kUniform);
+       return Call(CpuMathName(CpuMath::kUniform), a);
+     }},
 };
 static_assert(std::size(kOpExprs) == kOpCount, "one row per op of LAZYCL_OPS");
 

@@ -23,6 +23,7 @@
 #include "backend/host_memory.h"
 #include "base/check.h"
 #include "base/half.h"
+#include "base/random.h"
 #include "ir/half_precision.h"
 #include "ir/post_order.h"
 #include "runtime/host_indexing.h"
@@ -611,6 +612,10 @@ constexpr HostRow kHostRows[] = {
     {Op::kMin, &EvalReduce<MinRule>},
     {Op::kProd, &EvalReduce<ProdRule>},
     {Op::kCumsum, &EvalScan},
+    // random block
+    {Op::kRandomUniform, Scalar([]<std::same_as<int64_t> T>(T counter, T seed) -> float {
+       return base::RandomUniform(counter, seed);
+     })},
 };
 static_assert(std::size(kHostRows) == ir::kOpCount, "one host row per op");
 static_assert(ir::IsOpTable(kHostRows), "host rows in LAZYCL_OPS order");
