@@ -35,8 +35,10 @@ std::string SymStr(const SymShape& s) {
   return out + "]";
 }
 
-const char* kUnaryNames[] = {"neg",  "exp(tanh)", "log(|x|+1)", "sqrt(|x|)", "tanh", "sigmoid",
-                             "relu", "abs",       "sin",        "cos",       "erf"};
+// The last two read random numbers made on the device (rand, randn: computed in the kernel).
+const char* kUnaryNames[] = {"neg",     "exp(tanh)",   "log(|x|+1)", "sqrt(|x|)", "tanh",
+                             "sigmoid", "relu",        "abs",        "sin",       "cos",
+                             "erf",     "dropout(.3)", "x+randn"};
 const char* kBinaryNames[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow(|a|+.5,b)"};
 const char* kScalarNames[] = {"x+c", "c-x", "c*x", "x/c"};
 const char* kCompareNames[] = {"lt", "le", "gt", "ge", "eq", "ne"};

@@ -59,8 +59,12 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v) {
           return sin(a);
         case 9:
           return cos(a);
-        default:
+        case 10:
           return erf(a);
+        case 11:
+          return nn::dropout(cast(a, DType::f32), 0.3, 17);
+        default:
+          return a + randn(a.shape(), 23, DType::f32, a.device());
       }
     case Kind::kBinary: {
       const Tensor& b = v[s.b];

@@ -45,12 +45,23 @@ std::string Expr(const Step& s, uint64_t seed, int palette) {
       return "randn(" + shape + ", " + input_seed + ", DType::f32, host).to(dev)";
     }
     case Kind::kUnary: {
-      static const char* forms[] = {"neg(%)",       "exp(tanh(%))", "log(abs(%) + 1.0)",
-                                    "sqrt(abs(%))", "tanh(%)",      "sigmoid(%)",
-                                    "relu(%)",      "abs(%)",       "sin(%)",
-                                    "cos(%)",       "erf(%)"};
+      static const char* forms[] = {"neg(%)",
+                                    "exp(tanh(%))",
+                                    "log(abs(%) + 1.0)",
+                                    "sqrt(abs(%))",
+                                    "tanh(%)",
+                                    "sigmoid(%)",
+                                    "relu(%)",
+                                    "abs(%)",
+                                    "sin(%)",
+                                    "cos(%)",
+                                    "erf(%)",
+                                    "nn::dropout(cast(%, DType::f32), 0.3, 17)",
+                                    "% + randn(%.shape(), 23, DType::f32, %.device())"};
       std::string f = forms[s.which];
-      return f.replace(f.find('%'), 1, a);
+      for (size_t at = f.find('%'); at != std::string::npos; at = f.find('%', at + a.size()))
+        f.replace(at, 1, a);
+      return f;
     }
     case Kind::kBinary: {
       switch (s.which) {
