@@ -118,6 +118,9 @@ std::string CheckGradients(const Graph& g, uint64_t data_seed, int palette, Devi
         return static_cast<double>(sum(v.back() * ct).item<float>());
       };
       const double fd = (loss_at(kEps) - loss_at(-kEps)) / (2 * kEps);
+      // A loss that is not finite near x (the mean of an empty tensor is NaN whatever x is) has
+      // no finite difference to compare with; the device-vs-host check above still ran.
+      if (!std::isfinite(fd)) continue;
       ++*checked;
       if (!(std::fabs(fd - g_host[e]) <= 3e-2 * (1 + std::fabs(fd)))) {
         std::ostringstream o;
