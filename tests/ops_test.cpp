@@ -262,8 +262,60 @@ std::string Describe(const std::string& op, const std::vector<Arg>& args,
   return out + ") seed " + std::to_string(seed);
 }
 
-// Runs `fn` on host operands and on device operands made from the same values, and compares.
-// `scale`, given the host operands, gives the per-element scale of the tolerance.
+// Device results wait here and are computed together (FlushChecks): one graph, whose new kernels
+// build as one OpenCL program, instead of a graph and a build per case. A compile on PoCL costs
+// ~75 ms before its first kernel, and this file checks ~1,000 kernels.
+struct PendingCheck {
+  Tensor want;
+  Tensor got;
+  Tol tol;
+  std::vector<float> scale;
+  bool scaled = false;
+  std::string what;
+};
+
+std::vector<PendingCheck>& PendingChecks() {
+  static std::vector<PendingCheck> pending;
+  return pending;
+}
+
+// Computes the pending device results in one sync and compares each with its host result. A sync
+// that throws is retried one result at a time, so the error names its case.
+void FlushChecks() {
+  std::vector<PendingCheck> pending;
+  pending.swap(PendingChecks());
+  if (pending.empty()) return;
+  std::vector<Tensor> results;
+  for (const PendingCheck& p : pending) results.push_back(p.got);
+  std::vector<bool> failed(pending.size(), false);
+  try {
+    sync(results);
+  } catch (const Error&) {
+    for (size_t i = 0; i < pending.size(); ++i) {
+      try {
+        sync({pending[i].got});
+      } catch (const Error& e) {
+        ADD_FAILURE() << pending[i].what << ": device threw " << e.what();
+        failed[i] = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (failed[i]) continue;
+    const PendingCheck& p = pending[i];
+    EXPECT_TRUE(Matches(p.want, p.got, p.tol, p.scaled ? &p.scale : nullptr)) << p.what;
+  }
+}
+
+// Every test flushes what it checked before it ends, so a failure is reported in its test.
+class OpsTest : public ::testing::Test {
+ protected:
+  void TearDown() override { FlushChecks(); }
+};
+
+// Runs `fn` on host operands and on device operands made from the same values, and compares
+// (when FlushChecks runs: at the end of the test, or after 64 pending cases). `scale`, given the
+// host operands, gives the per-element scale of the tolerance.
 void Check(const std::string& op, const Fn& fn, const std::vector<Arg>& args, uint64_t seed,
            Tol tol, const Fn& scale = nullptr) {
   std::vector<Operand> operands;
@@ -291,9 +343,13 @@ void Check(const std::string& op, const Fn& fn, const std::vector<Arg>& args, ui
     ADD_FAILURE() << what << ": device threw " << e.what();
     return;
   }
-  std::vector<float> s;
-  if (scale) s = scale(host).to_vector<float>();
-  EXPECT_TRUE(Matches(want, got, tol, scale ? &s : nullptr)) << what;
+  PendingCheck pending{want, got, tol, {}, false, what};
+  if (scale) {
+    pending.scale = scale(host).to_vector<float>();
+    pending.scaled = true;
+  }
+  PendingChecks().push_back(std::move(pending));
+  if (PendingChecks().size() >= 64) FlushChecks();
 }
 
 // Both backends reject the op with lazycl::Error.
@@ -336,7 +392,7 @@ const UnaryOp kUnary[] = {
 
 const Shape kUnaryShapes[] = {{}, {1}, {7}, {3, 5}, {1, 5, 1}, {2, 3, 4}, {0, 3}, {2, 0, 4}};
 
-TEST(OpsTest, UnaryMatchesHost) {
+TEST_F(OpsTest, UnaryMatchesHost) {
   uint64_t seed = 0;
   for (const UnaryOp& op : kUnary) {
     const Tol tol = op.transcendental ? kTranscendental : kArith;
@@ -362,7 +418,7 @@ TEST(OpsTest, UnaryMatchesHost) {
   }
 }
 
-TEST(OpsTest, IntegerNegAndAbsWrap) {
+TEST_F(OpsTest, IntegerNegAndAbsWrap) {
   Fn neg_fn = [](const std::vector<Tensor>& x) { return neg(x[0]); };
   Fn abs_fn = [](const std::vector<Tensor>& x) { return abs(x[0]); };
   for (Fn fn : {neg_fn, abs_fn}) {
@@ -379,7 +435,7 @@ TEST(OpsTest, IntegerNegAndAbsWrap) {
 
 constexpr DType kDTypes[] = {DType::f32, DType::i32, DType::i64, DType::boolean};
 
-TEST(OpsTest, CastMatchesHostForEveryDTypePair) {
+TEST_F(OpsTest, CastMatchesHostForEveryDTypePair) {
   uint64_t seed = 100;
   for (DType from : kDTypes) {
     for (DType to : kDTypes) {
@@ -398,7 +454,7 @@ TEST(OpsTest, CastMatchesHostForEveryDTypePair) {
   }
 }
 
-TEST(OpsTest, CastOfExtremeIntegers) {
+TEST_F(OpsTest, CastOfExtremeIntegers) {
   const std::vector<int32_t> v32 = {std::numeric_limits<int32_t>::min(),
                                     std::numeric_limits<int32_t>::max(),
                                     123456789,
@@ -444,7 +500,7 @@ const std::pair<Shape, Shape> kBinaryShapes[] = {
     {{1}, {4}},       {{0, 3}, {1, 3}},    {{2, 0, 4}, {4}}, {{1, 5, 1}, {2, 1, 1, 6}},
 };
 
-TEST(OpsTest, BinaryMatchesHost) {
+TEST_F(OpsTest, BinaryMatchesHost) {
   uint64_t seed = 1000;
   for (const BinaryOp& op : kBinary) {
     const Tol tol = op.transcendental ? kTranscendental : kArith;
@@ -477,7 +533,7 @@ TEST(OpsTest, BinaryMatchesHost) {
   }
 }
 
-TEST(OpsTest, PowOfNegativeBasesWithIntegralExponents) {
+TEST_F(OpsTest, PowOfNegativeBasesWithIntegralExponents) {
   const std::vector<float> base = {-2, -2, -2, -2, -0.5f, -3, 0, 0, -1, -1.5f, 2, -4};
   const std::vector<float> exponent = {0, 1, 2, 3, -1, -2, 0, -1, 0.5f, 2.5f, -3, 0.25f};
   EXPECT_TRUE(Matches(pow(tensor(base, {12}, Host()), tensor(exponent, {12}, Host())),
@@ -490,7 +546,7 @@ TEST(OpsTest, PowOfNegativeBasesWithIntegralExponents) {
   }
 }
 
-TEST(OpsTest, IntegerArithmeticWraps) {
+TEST_F(OpsTest, IntegerArithmeticWraps) {
   const std::vector<int32_t> a = {std::numeric_limits<int32_t>::max(),
                                   std::numeric_limits<int32_t>::min(), 123456789, -7};
   const std::vector<int32_t> b = {2, -1, 1000, std::numeric_limits<int32_t>::min()};
@@ -501,7 +557,7 @@ TEST(OpsTest, IntegerArithmeticWraps) {
 }
 
 // Tensor-scalar on both sides; an integral tensor with a fractional scalar computes in f32.
-TEST(OpsTest, ScalarOperandsOnBothSides) {
+TEST_F(OpsTest, ScalarOperandsOnBothSides) {
   struct ScalarCase {
     const char* name;
     std::function<Tensor(const Tensor&)> fn;
@@ -533,7 +589,7 @@ TEST(OpsTest, ScalarOperandsOnBothSides) {
   }
 }
 
-TEST(OpsTest, ComparisonsMatchHost) {
+TEST_F(OpsTest, ComparisonsMatchHost) {
   struct CompareOp {
     const char* name;
     Tensor (*fn)(const Tensor&, const Tensor&);
@@ -571,7 +627,7 @@ TEST(OpsTest, ComparisonsMatchHost) {
   }
 }
 
-TEST(OpsTest, WhereMatchesHost) {
+TEST_F(OpsTest, WhereMatchesHost) {
   Fn fn = [](const std::vector<Tensor>& x) { return where(x[0], x[1], x[2]); };
   uint64_t seed = 4000;
   const DType pairs[][2] = {{DType::f32, DType::f32},
@@ -632,7 +688,7 @@ void CheckReduce(const ReduceOp& op, const Arg& arg, std::vector<int64_t> dims, 
   Check(name, fn, {arg}, seed, Tol{1e-5, 1e-6}, scale);
 }
 
-TEST(OpsTest, ReductionsMatchHost) {
+TEST_F(OpsTest, ReductionsMatchHost) {
   const std::vector<std::vector<int64_t>> dim_sets = {
       {}, {0}, {2}, {-1}, {-3}, {0, 2}, {1, 3}, {3, 0}, {0, 1, 2, 3}, {-1, -4}};
   uint64_t seed = 5000;
@@ -671,7 +727,7 @@ TEST(OpsTest, ReductionsMatchHost) {
 }
 
 // Few outputs and long reductions take the two-stage (partial, then final) path.
-TEST(OpsTest, LongReductionsMatchHost) {
+TEST_F(OpsTest, LongReductionsMatchHost) {
   uint64_t seed = 6000;
   for (const ReduceOp& op : kReduce) {
     for (DType t : {DType::f32, DType::i64, DType::i32}) {
@@ -689,7 +745,7 @@ TEST(OpsTest, LongReductionsMatchHost) {
   CheckReduce(kReduce[2], F({4, 70000}, Layout::kContiguous, Domain::kSpecial), {1}, false, ++seed);
 }
 
-TEST(OpsTest, MaxOfAllNaNIsNaN) {
+TEST_F(OpsTest, MaxOfAllNaNIsNaN) {
   const std::vector<float> v = {kNaN, kNaN, kNaN, 1.0f, kNaN, -kInf};
   EXPECT_TRUE(Matches(max(tensor(v, {2, 3}, Host()), {1}), max(tensor(v, {2, 3}, Cl()), {1}),
                       kExact, nullptr));
@@ -698,7 +754,7 @@ TEST(OpsTest, MaxOfAllNaNIsNaN) {
 // ---------------------------------------------------------------------------------------------
 // Matmul
 
-TEST(OpsTest, MatmulMatchesHost) {
+TEST_F(OpsTest, MatmulMatchesHost) {
   const std::pair<Shape, Shape> shapes[] = {
       {{5, 7}, {7, 3}},
       {{16, 16}, {16, 16}},
@@ -751,7 +807,7 @@ TEST(OpsTest, MatmulMatchesHost) {
 // (tests/fusion_test.cpp counts the kernels): bias broadcast over rows, relu, a second operand of
 // the result's shape, batched results, edges of the CPU kernel's blocks (8 x 32, K in chunks of
 // 256), and non-contiguous operands of the matmul and of the chain.
-TEST(OpsTest, MatmulEpilogueMatchesHost) {
+TEST_F(OpsTest, MatmulEpilogueMatchesHost) {
   struct Case {
     Shape a, b, out;
   };
@@ -802,7 +858,7 @@ TEST(OpsTest, MatmulEpilogueMatchesHost) {
 // ---------------------------------------------------------------------------------------------
 // Views, cat, stack
 
-TEST(OpsTest, ViewsMatchHost) {
+TEST_F(OpsTest, ViewsMatchHost) {
   struct ViewCase {
     std::string name;
     Shape shape;
@@ -890,7 +946,7 @@ TEST(OpsTest, ViewsMatchHost) {
   }
 }
 
-TEST(OpsTest, CatAndStackMatchHost) {
+TEST_F(OpsTest, CatAndStackMatchHost) {
   uint64_t seed = 9000;
   Fn cat0 = [](const std::vector<Tensor>& x) { return cat(x, 0); };
   Fn cat1 = [](const std::vector<Tensor>& x) { return cat(x, 1); };
@@ -927,7 +983,7 @@ TEST(OpsTest, CatAndStackMatchHost) {
 // ---------------------------------------------------------------------------------------------
 // softmax, log_softmax
 
-TEST(OpsTest, SoftmaxMatchesHost) {
+TEST_F(OpsTest, SoftmaxMatchesHost) {
   uint64_t seed = 10000;
   for (bool log_variant : {false, true}) {
     const std::string op = log_variant ? "log_softmax" : "softmax";
@@ -957,7 +1013,7 @@ TEST(OpsTest, SoftmaxMatchesHost) {
 // and 40 (vectors and a scalar tail), non-contiguous inputs, nested reductions (layer norm:
 // the variance reads the mean) and a fused expression before the reductions. Under
 // LAZYCL_CODEGEN=gpu the same checks run the separate reduction kernels.
-TEST(OpsTest, RowKernelsMatchHost) {
+TEST_F(OpsTest, RowKernelsMatchHost) {
   uint64_t seed = 20000;
   const Fn softmax_last = [](const std::vector<Tensor>& x) { return softmax(x[0], -1); };
   const Fn log_softmax_last = [](const std::vector<Tensor>& x) { return log_softmax(x[0], -1); };
@@ -990,7 +1046,7 @@ TEST(OpsTest, RowKernelsMatchHost) {
 
 // Constants out of an integer dtype's range saturate like a cast from double (host_eval.h).
 // full() saturates a value its integer dtype cannot hold (as a cast does).
-TEST(OpsTest, OutOfRangeIntegerConstantsSaturate) {
+TEST_F(OpsTest, OutOfRangeIntegerConstantsSaturate) {
   for (DType t : {DType::i32, DType::i64}) {
     for (double v : {3e9, -3e9, 5e9, 1e19, -1e19, 1e30, 2147483647.0, -2147483648.0}) {
       SCOPED_TRACE(std::string("full ") + dtype_name(t) + " " + std::to_string(v));
@@ -1017,7 +1073,7 @@ TEST(OpsTest, OutOfRangeIntegerConstantsSaturate) {
 // Kernel names were "ew_<Node::hash>", and Node::hash is absl::Hash, salted per process: every
 // run generated different sources, so the on-disk program cache never hit. This runs the same
 // small graph in two child processes sharing one cache directory; the second must build nothing.
-TEST(OpsTest, DiskCacheHitsAcrossProcesses) {
+TEST_F(OpsTest, DiskCacheHitsAcrossProcesses) {
   if (const char* child = getenv("LAZYCL_OPS_TEST_CHILD"); child != nullptr) {
     Tensor x = randn({3, 5}, 1, DType::f32, Cl());
     Tensor y = sum(exp(x) * 2.0 + 1.0, {1});
@@ -1055,7 +1111,7 @@ TEST(OpsTest, DiskCacheHitsAcrossProcesses) {
 
 // Integer + - * with a constant operand came out as "x + ((int)-2147483648L)": signed overflow
 // is undefined in OpenCL C, and PoCL's compiler made -2 + INT_MIN give -2. They must wrap.
-TEST(OpsTest, IntegerOverflowWithAConstantWraps) {
+TEST_F(OpsTest, IntegerOverflowWithAConstantWraps) {
   for (DType t : {DType::i32, DType::i64}) {
     const double big = t == DType::i32 ? 2147483647.0 : 9.2e18;
     const double min = t == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
@@ -1075,7 +1131,7 @@ TEST(OpsTest, IntegerOverflowWithAConstantWraps) {
 
 // softmax and log_softmax along a size-0 dim threw "max: cannot reduce an empty dim" on both
 // backends; the result is an empty tensor of the input's shape, as in PyTorch.
-TEST(OpsTest, SoftmaxOverAnEmptyDimIsEmpty) {
+TEST_F(OpsTest, SoftmaxOverAnEmptyDimIsEmpty) {
   for (Device d : {Host(), Cl()}) {
     Tensor x = zeros({2, 0, 3}, DType::f32, d);
     EXPECT_EQ(softmax(x, 1).shape(), (Shape{2, 0, 3})) << d.str();
