@@ -214,6 +214,9 @@ Epilogues FindEpilogues(const Partition& p) {
         root.dtype != m.dtype) {
       continue;
     }
+    // An output that reshapes the matmul (`matmul(a, b).detach()`) is written by the matmul
+    // itself (Memory's reshaped outputs): its root runs no kernel, so it cannot carry the matmul.
+    if (IsIdentityReshape(root) && p.IsOutput(r)) continue;
     // A row kernel (reductions taken in by FuseRowReductions) has no per-element epilogue.
     const std::vector<int> region = p.Region(r);
     const bool row_kernel = std::any_of(region.begin(), region.end(),

@@ -494,5 +494,31 @@ TEST(FusionTest, ReluGradientAndSgdUpdateAreMatmulEpilogues) {
   }
 }
 
+// A matmul whose only reader is the output's identity reshape (`detach()`) is written by the
+// matmul itself into the output: it is not an epilogue of that output's kernel, which does not
+// run (lazycl-fuzz found "result holds no data" through a gradient: seed 2026, graph 9220).
+TEST(FusionTest, AMatmulReadThroughAnOutputDetachIsComputed) {
+  const int64_t m = 5, k = 4, n = 3;
+  const std::vector<float> av = Values(m * k, 0.1f, -0.7f);
+  const std::vector<float> bv = Values(k * n, -0.2f, 0.9f);
+  const std::vector<double> want = HostMatmul(av, bv, m, k, n);
+  const std::vector<float> got =
+      matmul(tensor(av, {m, k}, kCl), tensor(bv, {k, n}, kCl)).detach().to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << i;
+  // The gradient that found it: matmul(broadcast_to(x, its own shape), w).
+  Tensor x = tensor(av, {m, k}, kCl).requires_grad_();
+  Tensor loss = sum(matmul(broadcast_to(x, {m, k}), tensor(bv, {k, n}, kCl)), {}, false);
+  const std::vector<float> dx = grad(loss, {x})[0].to_vector<float>();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      double row = 0;
+      for (int64_t c = 0; c < n; ++c) row += bv[j * n + c];
+      EXPECT_NEAR(dx[i * k + j], row, 1e-5 * (1 + std::fabs(row))) << i << "," << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lazycl
