@@ -174,11 +174,21 @@ int Run(const Options& o) {
     }
     // Gradients, for every `grad_every`-th structure.
     if (!bad_value && o.grad_every > 0 && (g / kPalettes) % o.grad_every == 0) {
+      // An error is a failure like a mismatch (reported and shrunk), not the end of the run.
       auto check = [&](const Graph& c) {
         int unused = 0;
-        return CheckGradients(c, data_seed, palette, device, &unused);
+        try {
+          return CheckGradients(c, data_seed, palette, device, &unused);
+        } catch (const Error& e) {
+          return std::string("threw: ") + e.what();
+        }
       };
-      const std::string bad = CheckGradients(graph, data_seed, palette, device, &grads_checked);
+      std::string bad;
+      try {
+        bad = CheckGradients(graph, data_seed, palette, device, &grads_checked);
+      } catch (const Error& e) {
+        bad = std::string("threw: ") + e.what();
+      }
       if (!bad.empty()) {
         ++failed;
         Report(graph, data_seed, palette, name + ", gradients: " + bad, check);
