@@ -153,6 +153,15 @@ class Generator {
     return r < 7 ? DType::f32 : r < 9 ? DType::i32 : DType::boolean;
   }
 
+  // The library's promotion of two numeric dtypes (PyTorch's): f32 if either is, else i64 if
+  // either is (sums of integers are i64), else i32. A wrong guess here made later steps wrong: a
+  // scatter_add whose src was drawn as f32 for an x that is i64 (seed 2026, graph 13664).
+  static DType Promote(DType a, DType b) {
+    if (a == DType::f32 || b == DType::f32) return DType::f32;
+    if (a == DType::i64 || b == DType::i64) return DType::i64;
+    return DType::i32;
+  }
+
   int Add(Step s) {
     steps_.push_back(std::move(s));
     return static_cast<int>(steps_.size()) - 1;
@@ -228,8 +237,7 @@ class Generator {
       s.b = PartnerOf(s.a, true);
       s.which = Uniform(0, 6);
       s.shape = Broadcast(At(s.a).shape, At(s.b).shape);
-      const bool ints = At(s.a).dtype == DType::i32 && At(s.b).dtype == DType::i32;
-      s.dtype = ints && s.which != 3 && s.which != 6 ? DType::i32 : DType::f32;
+      s.dtype = s.which == 3 || s.which == 6 ? DType::f32 : Promote(At(s.a).dtype, At(s.b).dtype);
       Add(s);
     } else if (r < 46) {
       Step s{Kind::kScalar};
@@ -239,7 +247,8 @@ class Generator {
       if (s.which == 3 && s.scalar == 0) s.scalar = 2;
       s.shape = At(s.a).shape;
       const bool integral = std::floor(s.scalar) == s.scalar;
-      s.dtype = At(s.a).dtype == DType::i32 && integral && s.which != 3 ? DType::i32 : DType::f32;
+      const DType t = At(s.a).dtype;
+      s.dtype = (t == DType::i32 || t == DType::i64) && integral && s.which != 3 ? t : DType::f32;
       Add(s);
     } else if (r < 54) {
       Step s{Kind::kCompare};
@@ -256,8 +265,7 @@ class Generator {
       const SymShape both = Broadcast(At(s.b).shape, At(s.c).shape);
       s.a = AddInput(Partner(both), DType::boolean);
       s.shape = Broadcast(both, At(s.a).shape);
-      const bool ints = At(s.b).dtype == DType::i32 && At(s.c).dtype == DType::i32;
-      s.dtype = ints ? DType::i32 : DType::f32;
+      s.dtype = Promote(At(s.b).dtype, At(s.c).dtype);
       Add(s);
     } else if (r < 70) {
       Step s{Kind::kReduce};
