@@ -492,13 +492,15 @@ std::string Emitter::EvalVector(const Node& n, const Index& idx) {
     return Eval(*n.operands[0], Index::Multi(std::move(in)));
   }
   if (n.op == Op::kDiv && n.operands[1]->op == Op::kExpand && !column_form(*n.operands[1])) {
-    // Division by a per-row value (softmax's sum): one reciprocal per row and a multiply
-    // per element; a vector divide costs ~10x a multiply. Within 1 ulp of the division.
+    // Division by a per-row value (softmax's sum): the row's value is loaded once and divides
+    // the 16 lanes. The division stays a division: a multiply by the reciprocal is up to 1 ulp
+    // off, and a value must be the same bits in every kernel and in the scalar tail that
+    // computes it (max's gradient compares x with max(x) computed elsewhere).
     std::string a = Eval(*n.operands[0], idx);
     vec_ = false;
     std::string row = Eval(*n.operands[1]->operands[0], Index::Linear(broadcast_row_));
     vec_ = true;
-    return Assign(t, absl::StrCat(a, " * (1.0f / ", row, ")"));
+    return Assign(t, absl::StrCat(a, " / ", row));
   }
   if (n.op == Op::kWhere) return WhereVector(n, idx);
   if (n.op == Op::kExpand) {
