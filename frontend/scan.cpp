@@ -60,24 +60,28 @@ ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vecto
                     int64_t steps, bool reverse) {
   std::vector<Tensor> carry = init;
   std::vector<std::vector<Tensor>> ys;
-  // With no steps, one run on zeros tells the shapes of ys.
+  // With no steps, one run on zeros tells the shapes of ys. The zeros of a floating xs are its
+  // sum over the empty dim 0, and each ys an empty slice of the body's y: the results stay in
+  // the graph of init, xs and what the body captures, whose gradients (zeros, or the carry's
+  // own) flow as on a device.
   const int64_t runs = steps == 0 ? 1 : steps;
   for (int64_t s = 0; s < runs; ++s) {
     const int64_t t = reverse ? runs - 1 - s : s;
     std::vector<Tensor> x;
     for (const Tensor& full : xs) {
-      x.push_back(steps == 0 ? zeros(SliceShape(full), full.dtype(), Device::host())
-                             : squeeze(slice(full, 0, t, t + 1), 0));
+      if (steps > 0) {
+        x.push_back(squeeze(slice(full, 0, t, t + 1), 0));
+      } else if (is_floating(full.dtype())) {
+        x.push_back(sum(full, {0}, false));
+      } else {
+        x.push_back(zeros(SliceShape(full), full.dtype(), Device::host()));
+      }
     }
     auto [next, y] = frontend::RunUserCode(absl::StrCat("scan: the body, at step ", t, ","),
                                            [&] { return fn(carry, x); });
     CheckCarry(init, next);
     if (steps == 0) {
-      for (const Tensor& yk : y) {
-        std::vector<int64_t> shape = yk.shape();
-        shape.insert(shape.begin(), 0);
-        ys.push_back({zeros(shape, yk.dtype(), Device::host())});
-      }
+      for (const Tensor& yk : y) ys.push_back({slice(unsqueeze(yk, 0), 0, 0, 0)});
       break;
     }
     carry = std::move(next);

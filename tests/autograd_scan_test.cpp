@@ -229,5 +229,29 @@ TEST(AutogradScanTest, CapturedTensorsGetTheGradientOfTheUnrolledLoop) {
   ExpectNear(grad(sum(r2.carry[0]), {w})[0], grad(sum(h2), {w})[0], 1e-4);
 }
 
+// A scan of no steps is in the graph of its inputs on the host as on a device: the carry is init
+// (its gradient passes through), and the empty ys give xs, init and what the body captures zero
+// gradients (lazycl-fuzz seed 2026 graph 336: grad threw on the host, "does not require grad").
+TEST(AutogradScanTest, ZeroStepsGiveGradientsOnHostAndDevice) {
+  for (Device d : {Cl(), Device::host()}) {
+    SCOPED_TRACE(d.str());
+    Tensor init = randn({3}, 41, DType::f32, d).requires_grad_();
+    Tensor xs = zeros({0, 3}, DType::f32, d).requires_grad_();
+    Tensor cap = randn({}, 42, DType::f32, d).requires_grad_();
+    ScanResult r = scan(
+        [&](const std::vector<Tensor>& c, const std::vector<Tensor>& x) {
+          Tensor next = tanh(c[0] * x[0] + cap * 0.5);
+          return std::make_pair(std::vector<Tensor>{next}, std::vector<Tensor>{exp(next)});
+        },
+        {init}, {xs});
+    ASSERT_EQ(r.ys[0].shape(), (std::vector<int64_t>{0, 3}));
+    EXPECT_TRUE(r.ys[0].requires_grad());
+    std::vector<Tensor> g = grad(sum(r.ys[0]) + sum(r.carry[0] * 2.0), {init, xs, cap});
+    EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{2, 2, 2}));
+    EXPECT_EQ(g[1].shape(), (std::vector<int64_t>{0, 3}));
+    EXPECT_EQ(g[2].item<float>(), 0.0f);
+  }
+}
+
 }  // namespace
 }  // namespace lazycl
