@@ -48,7 +48,7 @@ const char* kReduceNames[] = {"sum", "mean", "max"};
 
 std::string StepString(const Step& s, int index) {
   std::ostringstream o;
-  o << "%" << index << " = ";
+  o << "%" << index << " = " << (s.in_call ? "call " : "");
   auto dims = [&] {
     std::string d;
     for (size_t i = 0; i < s.dims.size(); ++i) d += (i ? "," : "") + std::to_string(s.dims[i]);
@@ -113,6 +113,11 @@ std::string StepString(const Step& s, int index) {
     case Kind::kScatterAdd:
       o << "scatter_add %" << s.a << " dim " << dims() << " index %" << s.b << " src %" << s.c;
       break;
+    case Kind::kScan:
+      o << "scan %" << s.a << " init %" << s.c << ": carry = tanh(" << kBinaryNames[s.which]
+        << "(carry, x)" << (s.b >= 0 ? " + .5 %" + std::to_string(s.b) : "")
+        << "), y = " << kUnaryNames[s.dims[0]] << "(carry)" << (s.keepdim ? " -> carry" : "");
+      break;
   }
   o << " -> " << dtype_name(s.dtype) << SymStr(s.shape);
   return o.str();
@@ -130,6 +135,17 @@ class Generator {
     for (int i = 0; i < inputs; ++i) AddInput(RandomShape(), RandomDType());
     const int ops = Uniform(1, max_ops);
     for (int i = 0; i < ops; ++i) AddOp();
+    return steps_;
+  }
+
+  // With the random stream `seed`: ops wrapped in call() (15% of them), and in 30% of graphs a
+  // scan appended as the last value.
+  Graph Wrap(uint64_t seed) {
+    rng_.seed(seed);
+    for (Step& s : steps_) {
+      if (s.kind != Kind::kInput && Chance(0.15)) s.in_call = true;
+    }
+    if (Chance(0.3)) AddScan();
     return steps_;
   }
 
@@ -378,6 +394,42 @@ class Generator {
     Add(s);
   }
 
+  // A scan over dim 0 of an f32 value (graph.h, Kind::kScan): its init an earlier value of the
+  // slice's shape or a new input, in half of them a captured input that broadcasts to the slice.
+  void AddScan() {
+    int a = -1;
+    for (int tries = 0; tries < 10 && a < 0; ++tries) {
+      const int i = Pick();
+      if (At(i).dtype == DType::f32 && !At(i).shape.empty()) a = i;
+    }
+    if (a < 0) {
+      SymShape shape = RandomShape();
+      if (shape.empty()) shape.push_back(DimA());
+      a = AddInput(shape, DType::f32);
+    }
+    const SymShape x = At(a).shape;  // a copy: AddInput below may move steps_
+    const SymShape slice(x.begin() + 1, x.end());
+    Step s{Kind::kScan};
+    s.a = a;
+    for (int tries = 0; tries < 10 && s.c < 0; ++tries) {
+      const int i = Pick();
+      if (At(i).dtype == DType::f32 && At(i).shape == slice) s.c = i;
+    }
+    if (s.c < 0) s.c = AddInput(slice, DType::f32);
+    if (Chance(0.5)) {
+      SymShape captured = Partner(slice);
+      // The carry keeps its shape: the captured value may not add dims.
+      while (captured.size() > slice.size()) captured.erase(captured.begin());
+      s.b = AddInput(captured, DType::f32);
+    }
+    s.which = Uniform(0, static_cast<int>(std::size(kBinaryNames)) - 1);
+    s.dims = {Uniform(0, static_cast<int>(std::size(kUnaryNames)) - 1)};
+    s.keepdim = Chance(0.3);
+    s.shape = s.keepdim ? slice : x;
+    s.dtype = DType::f32;
+    Add(s);
+  }
+
   void AddView() {
     const int a = Pick();
     const SymShape& x = At(a).shape;
@@ -441,7 +493,9 @@ class Generator {
 }  // namespace
 
 Graph Generate(uint64_t structure_seed, int max_ops) {
-  return Generator(structure_seed).Run(max_ops);
+  Generator generator(structure_seed);
+  generator.Run(max_ops);
+  return generator.Wrap(structure_seed ^ 0x243F6A8885A308D3ull);
 }
 
 std::string GraphString(const Graph& graph) {

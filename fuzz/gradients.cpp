@@ -22,6 +22,9 @@ bool Smooth(const Step& s) {
       return false;
     case Kind::kReduce:
       return s.which != 2;
+    case Kind::kScan:
+      return s.which <= 2 && (s.dims[0] == 0 || s.dims[0] == 1 || s.dims[0] == 4 ||
+                              s.dims[0] == 5 || s.dims[0] >= 8);
     default:
       return true;
   }

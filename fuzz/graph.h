@@ -47,6 +47,10 @@ enum class Kind {
   kGather,       // a, dims[0], b (i32 index)
   kIndexSelect,  // a, dims[0], b (i32 ids, 1-D)
   kScatterAdd,   // a, dims[0], b (i32 index), c (src)
+  // scan over dim 0 of a (f32, rank >= 1) from init c (f32, a's shape without dim 0):
+  // carry' = tanh(binary `which`(carry, x) [+ 0.5 * b, captured]), y = unary dims[0](carry');
+  // the value is the stacked ys, or the last carry with keepdim.
+  kScan,
 };
 
 struct Step {
@@ -60,11 +64,16 @@ struct Step {
   SymShape shape;  // kInput, kBroadcast; and the result's shape, for printing
   DType dtype = DType::f32;
   int input_id = 0;  // kInput: which data it holds (its index when generated; kept by Shrink)
+  // On a device, the op runs inside call(): traced on placeholders of its operands, its result
+  // substituted into the caller's graph. The host reference runs it plainly.
+  bool in_call = false;
 };
 
 using Graph = std::vector<Step>;
 
-// The random op list of one structure seed: 1-3 inputs and 1-`max_ops` ops.
+// The random op list of one structure seed: 1-3 inputs and 1-`max_ops` ops. A second random
+// stream of the same seed then wraps some ops in call() and may append a scan, so that the plain
+// op lists are those of the fuzzer before it had call and scan (reports stay reproducible).
 Graph Generate(uint64_t structure_seed, int max_ops);
 
 // "%3 = add %1 %2 -> f32[3/2/5,1/1/1]"

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fuzz/graph.h"
@@ -32,7 +33,48 @@ Tensor InputValues(const Step& s, uint64_t seed, int p) {
   }
 }
 
-Tensor Apply(const Step& s, const std::vector<Tensor>& v) {
+Tensor Apply(const Step& s, const std::vector<Tensor>& v, int p);
+
+// Kind::kScan (graph.h): scan() on a device traces the body once; on the host it runs the loop.
+Tensor Scan(const Step& s, const std::vector<Tensor>& v, int p) {
+  Step binary{Kind::kBinary};
+  binary.a = 0;
+  binary.b = 1;
+  binary.which = s.which;
+  Step unary{Kind::kUnary};
+  unary.a = 0;
+  unary.which = static_cast<int>(s.dims[0]);
+  const Tensor captured = s.b >= 0 ? v[s.b] : Tensor();
+  const ScanResult r = scan(
+      [&](const std::vector<Tensor>& carry, const std::vector<Tensor>& x) {
+        Tensor c = Apply(binary, {carry[0], x[0]}, p);
+        if (s.b >= 0) c = c + captured * 0.5;
+        c = tanh(c);
+        Tensor y = Apply(unary, {c}, p);
+        return std::make_pair(std::vector<Tensor>{c}, std::vector<Tensor>{y});
+      },
+      {v[s.c]}, {v[s.a]});
+  return s.keepdim ? r.carry[0] : r.ys[0];
+}
+
+// The step inside call(): its operands are the arguments of a function traced on placeholders.
+Tensor InCall(const Step& s, const std::vector<Tensor>& v, int p) {
+  Step inner = s;
+  inner.in_call = false;
+  std::vector<Tensor> args;
+  for (int* o : {&inner.a, &inner.b, &inner.c}) {
+    if (*o < 0) continue;
+    args.push_back(v[static_cast<size_t>(*o)]);
+    *o = static_cast<int>(args.size()) - 1;
+  }
+  return call(
+      [inner, p](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{Apply(inner, in, p)};
+      },
+      args)[0];
+}
+
+Tensor Apply(const Step& s, const std::vector<Tensor>& v, int p) {
   const Tensor& a = s.a >= 0 ? v[s.a] : v[0];
   switch (s.kind) {
     case Kind::kInput:
@@ -131,7 +173,7 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v) {
     case Kind::kUnsqueeze:
       return unsqueeze(a, s.dims[0]);
     case Kind::kBroadcast:
-      return Tensor();  // needs the palette: see Interpret
+      return broadcast_to(a, Concrete(s.shape, p));
     case Kind::kCat:
       return cat({a, v[s.b]}, s.dims[0]);
     case Kind::kSoftmax:
@@ -144,6 +186,8 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v) {
       return index_select(a, s.dims[0], v[s.b]);
     case Kind::kScatterAdd:
       return scatter_add(a, s.dims[0], v[s.b], v[s.c]);
+    case Kind::kScan:
+      return Scan(s, v, p);
   }
   return Tensor();
 }
@@ -159,10 +203,10 @@ std::vector<Tensor> Interpret(const Graph& steps, uint64_t seed, int p, Device d
       Tensor h = InputValues(s, seed * 1000 + static_cast<uint64_t>(s.input_id), p);
       if (hook) h = hook(static_cast<int>(i), h);
       v.push_back(device.is_host() ? h : h.to(device));
-    } else if (s.kind == Kind::kBroadcast) {
-      v.push_back(broadcast_to(v[s.a], Concrete(s.shape, p)));
+    } else if (s.in_call && !device.is_host()) {
+      v.push_back(InCall(s, v, p));
     } else {
-      v.push_back(Apply(s, v));
+      v.push_back(Apply(s, v, p));
     }
   }
   return v;

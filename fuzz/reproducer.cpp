@@ -1,5 +1,6 @@
 // A failing graph as a C++ program (graph.h, CppReproducer): the same calls Interpret makes,
 // written out, so that a report can be pasted into a test.
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -26,9 +27,54 @@ std::string Num(double v) {
 
 std::string V(int i) { return "v" + std::to_string(i); }
 
-std::string Expr(const Step& s, uint64_t seed, int palette) {
-  const std::string a = s.a >= 0 ? V(s.a) : "";
-  const std::string b = s.b >= 0 ? V(s.b) : "";
+using Names = std::function<std::string(int)>;
+
+std::string Expr(const Step& s, uint64_t seed, int palette, const Names& name = V);
+
+// Kind::kScan as a scan() call with its body as a lambda.
+std::string ScanExpr(const Step& s, uint64_t seed, int palette, const Names& name) {
+  Step binary{Kind::kBinary};
+  binary.a = 0;
+  binary.b = 1;
+  binary.which = s.which;
+  Step unary{Kind::kUnary};
+  unary.a = 0;
+  unary.which = static_cast<int>(s.dims[0]);
+  const std::string c =
+      Expr(binary, seed, palette, [](int i) { return i == 0 ? "carry[0]" : "x[0]"; });
+  return "scan([&](const std::vector<Tensor>& carry, const std::vector<Tensor>& x) {\n"
+         "      Tensor c = tanh(" +
+         c + (s.b >= 0 ? " + " + name(s.b) + " * 0.5" : "") +
+         ");\n      return std::make_pair(std::vector<Tensor>{c}, std::vector<Tensor>{" +
+         Expr(unary, seed, palette, [](int) { return "c"; }) + "});\n    }, {" + name(s.c) +
+         "}, {" + name(s.a) + "})" + (s.keepdim ? ".carry[0]" : ".ys[0]");
+}
+
+// A step in call() on the device; plainly on the host, as Interpret runs it.
+std::string CallExpr(const Step& s, uint64_t seed, int palette) {
+  Step inner = s;
+  inner.in_call = false;
+  std::vector<std::string> args;
+  for (int* o : {&inner.a, &inner.b, &inner.c}) {
+    if (*o < 0) continue;
+    args.push_back(V(*o));
+    *o = static_cast<int>(args.size()) - 1;
+  }
+  std::string list;
+  for (const std::string& arg : args) list += (list.empty() ? "" : ", ") + arg;
+  Step plain = s;
+  plain.in_call = false;
+  return "dev.is_host() ? " + Expr(plain, seed, palette) +
+         " : call([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{" +
+         Expr(inner, seed, palette, [](int i) { return "a[" + std::to_string(i) + "]"; }) +
+         "}; }, {" + list + "})[0]";
+}
+
+std::string Expr(const Step& step, uint64_t seed, int palette, const Names& name) {
+  if (step.in_call) return CallExpr(step, seed, palette);
+  const Step& s = step;
+  const std::string a = s.a >= 0 ? name(s.a) : "";
+  const std::string b = s.b >= 0 ? name(s.b) : "";
   switch (s.kind) {
     case Kind::kInput: {
       const std::string shape = Ints(Concrete(s.shape, palette));
@@ -99,7 +145,7 @@ std::string Expr(const Step& s, uint64_t seed, int palette) {
       return std::string(names[s.which]) + "(" + a + ", " + b + ")";
     }
     case Kind::kWhere:
-      return "where(" + a + ", " + b + ", " + V(s.c) + ")";
+      return "where(" + a + ", " + b + ", " + name(s.c) + ")";
     case Kind::kReduce: {
       static const char* names[] = {"sum", "mean", "max"};
       return std::string(names[s.which]) + "(" + a + ", " + Ints(s.dims) + ", " +
@@ -131,7 +177,10 @@ std::string Expr(const Step& s, uint64_t seed, int palette) {
     case Kind::kIndexSelect:
       return "index_select(" + a + ", " + std::to_string(s.dims[0]) + ", " + b + ")";
     case Kind::kScatterAdd:
-      return "scatter_add(" + a + ", " + std::to_string(s.dims[0]) + ", " + b + ", " + V(s.c) + ")";
+      return "scatter_add(" + a + ", " + std::to_string(s.dims[0]) + ", " + b + ", " + name(s.c) +
+             ")";
+    case Kind::kScan:
+      return ScanExpr(s, seed, palette, name);
   }
   return "Tensor()";
 }
@@ -142,7 +191,8 @@ std::string CppReproducer(const Graph& graph, uint64_t data_seed, int palette) {
   std::ostringstream o;
   o << "// lazycl-fuzz reproducer: build against the installed lazycl and run; it prints the\n"
        "// last value computed on the host and on the device.\n"
-       "#include <iostream>\n#include \"lazycl/lazycl.h\"\n\n"
+       "#include <iostream>\n#include <utility>\n#include <vector>\n#include "
+       "\"lazycl/lazycl.h\"\n\n"
        "int main() {\n  using namespace lazycl;\n";
   for (const char* d : {"host", "dev"}) {
     o << "  {\n    const Device host = Device::host();\n"

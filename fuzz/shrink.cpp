@@ -1,4 +1,5 @@
 // Shrinking a failing graph (graph.h, Shrink).
+#include <algorithm>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -49,8 +50,14 @@ Graph Bypass(Graph g, int j, int to) {
 }  // namespace
 
 Graph Shrink(Graph graph, const std::function<bool(const Graph&)>& fails, int budget) {
+  // A candidate is smaller, or as long with fewer ops in call().
+  auto calls = [](const Graph& g) {
+    return std::count_if(g.begin(), g.end(), [](const Step& s) { return s.in_call; });
+  };
   auto attempt = [&](const Graph& candidate) {
-    if (budget <= 0 || candidate.size() >= graph.size()) return false;
+    const bool smaller = candidate.size() < graph.size() ||
+                         (candidate.size() == graph.size() && calls(candidate) < calls(graph));
+    if (budget <= 0 || !smaller) return false;
     --budget;
     if (!fails(candidate)) return false;
     graph = candidate;
@@ -76,6 +83,13 @@ Graph Shrink(Graph graph, const std::function<bool(const Graph&)>& fails, int bu
         }
       }
     }
+  }
+  // Ops run plainly rather than in call(), while that keeps the failure.
+  for (size_t j = 0; j < graph.size() && budget > 0; ++j) {
+    if (!graph[j].in_call) continue;
+    Graph plain = graph;
+    plain[j].in_call = false;
+    attempt(plain);
   }
   return graph;
 }

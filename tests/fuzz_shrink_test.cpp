@@ -1,7 +1,9 @@
 // lazycl-fuzz's own machinery (fuzz/graph.h): the generator makes valid, reproducible graphs;
 // the shrinker keeps a failure while it removes what does not cause it; the reproducer is the
 // graph's calls. (The fuzzing itself is the CTest tests lazycl_fuzz_cpu and lazycl_fuzz_gpu.)
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "fuzz/graph.h"
 #include "gtest/gtest.h"
@@ -110,6 +112,78 @@ TEST(FuzzGraphTest, ANonFiniteLossHasNoFiniteDifferenceToCheck) {
   int checked = 0;
   EXPECT_EQ(CheckGradients(g, 2026012894, 0, Device::opencl(), &checked), "") << GraphString(g);
   EXPECT_GT(checked, 0);  // the device's gradient was still compared with the host's
+}
+
+// The second random stream wraps ops in call() and appends scans; the base op lists stay those
+// of the stream alone. On a device a call's and a scan's values equal the host's plain ones.
+TEST(FuzzGraphTest, GraphsHaveCallsAndScansThatRunOnTheDevice) {
+  int calls = 0, scans = 0;
+  bool ran_on_device = false;
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    const Graph g = Generate(seed, 40);
+    for (const Step& s : g) {
+      calls += s.in_call;
+      scans += s.kind == Kind::kScan;
+    }
+    if (!ran_on_device && g.back().kind == Kind::kScan && g.back().shape[0][0] != 0 &&
+        std::any_of(g.begin(), g.end(), [](const Step& s) { return s.in_call; })) {
+      ran_on_device = true;
+      const Device cl = Device::opencl();
+      const std::vector<Tensor> host = Interpret(g, seed, 1, Device::host());
+      const std::vector<Tensor> dev = Interpret(g, seed, 1, cl);
+      for (size_t i = 0; i < g.size(); ++i) {
+        EXPECT_EQ(dev[i].device(), cl) << i;
+        EXPECT_EQ(Mismatch(host[i], dev[i]), "") << StepString(g[i], static_cast<int>(i));
+      }
+    }
+  }
+  EXPECT_GT(calls, 20);
+  EXPECT_GT(scans, 5);
+  EXPECT_TRUE(ran_on_device);
+}
+
+TEST(FuzzGraphTest, ShrinkRunsOpsOutsideCallWhenTheFailureStays) {
+  Graph g = Generate(3, 12);
+  for (Step& s : g) s.in_call = s.kind != Kind::kInput;
+  // The failure needs every step, and no call: the shrinker can only unwrap.
+  const Graph small = Shrink(g, [&](const Graph& c) { return c.size() == g.size(); });
+  ASSERT_EQ(small.size(), g.size());
+  for (const Step& s : small) EXPECT_FALSE(s.in_call) << GraphString(small);
+}
+
+TEST(FuzzGraphTest, ReproducerWritesCallAndScan) {
+  Graph g;
+  Step x{Kind::kInput};
+  x.shape = {kA, kB};
+  g.push_back(x);
+  Step init{Kind::kInput};
+  init.shape = {kB};
+  init.input_id = 1;
+  g.push_back(init);
+  Step t{Kind::kUnary};
+  t.a = 0;
+  t.which = 4;  // tanh
+  t.shape = x.shape;
+  t.in_call = true;
+  g.push_back(t);
+  Step scan{Kind::kScan};
+  scan.a = 2;
+  scan.c = 1;
+  scan.which = 2;   // mul
+  scan.dims = {0};  // neg
+  scan.shape = x.shape;
+  g.push_back(scan);
+  const std::string cpp = CppReproducer(g, 7, 1);
+  EXPECT_NE(cpp.find("Tensor v2 = dev.is_host() ? tanh(v0) : call([&](const std::vector<Tensor>& "
+                     "a) { return std::vector<Tensor>{tanh(a[0])}; }, {v0})[0];"),
+            std::string::npos)
+      << cpp;
+  EXPECT_NE(cpp.find("Tensor c = tanh(carry[0] * x[0]);"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find("std::vector<Tensor>{neg(c)});"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find("}, {v1}, {v2}).ys[0];"), std::string::npos) << cpp;
+  // And the graph itself runs: a scan of tanh(v0) rows from v1.
+  const std::vector<Tensor> v = Interpret(g, 7, 1, Device::host());
+  EXPECT_EQ(v.back().shape(), (std::vector<int64_t>{2, 5}));
 }
 
 }  // namespace
