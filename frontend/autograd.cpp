@@ -338,9 +338,12 @@ void Tensor::backward(const Tensor& gradient) const { Backward(*this, &gradient)
 Tensor Tensor::detach() const {
   const TensorImpl& impl = ImplOf(*this, "detach");
   // A node of its own (the same buffer, or a no-op view of the pending computation), so that a
-  // record never sees the detached tensor and the original as one input.
+  // record never sees the detached tensor and the original as one input. A placeholder's is a
+  // view too: trace() and scan() substitute their arguments for the placeholder's node, which
+  // a second buffer node of the same storage would escape (argmax in call() read the
+  // placeholder: lazycl-fuzz seed 11, graph 120).
   const ir::NodePtr n = frontend::NodeOf(impl);
-  return frontend::MakeTensor(n->op == ir::Op::kBuffer
+  return frontend::MakeTensor(n->op == ir::Op::kBuffer && !is_placeholder()
                                   ? ir::MakeBuffer(n->storage, n->dtype, n->shape)
                                   : base::ValueOrThrow(ir::MakeReshape(n, n->shape)),
                               impl.device);

@@ -391,5 +391,29 @@ TEST_F(TraceTest, ExceptionInTracedFunctionSurfaces) {
   EXPECT_EQ(acc.to_vector<float>(), (std::vector<float>{1200, 1200}));
 }
 
+// detach() of an argument inside a traced body (argmax, topk and friends detach their input)
+// reads the argument, not the placeholder it was traced on (lazycl-fuzz seed 11, graph 120:
+// "is a placeholder"); in a scan body too.
+TEST_F(TraceTest, DetachOfAnArgumentReadsTheArgument) {
+  const std::vector<float> xv = {3, -1, 7, 2, 5, 0};
+  Tensor x = tensor(xv, {2, 3}, kCl);
+  std::vector<Tensor> r = call(
+      [](const std::vector<Tensor>& a) {
+        return std::vector<Tensor>{a[0].detach() * 2.0, argmax(a[0], 1), topk(a[0], 2, 1).first};
+      },
+      {x});
+  EXPECT_EQ(r[0].to_vector<float>(), (std::vector<float>{6, -2, 14, 4, 10, 0}));
+  EXPECT_EQ(r[1].to_vector<int64_t>(), (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(r[2].to_vector<float>(), (std::vector<float>{7, 3, 5, 2}));
+  ScanResult s = scan(
+      [](const std::vector<Tensor>& c, const std::vector<Tensor>& row) {
+        Tensor next = c[0] + row[0].detach();
+        return std::make_pair(std::vector<Tensor>{next}, std::vector<Tensor>{argmax(row[0], 0)});
+      },
+      {zeros({3}, DType::f32, kCl)}, {x});
+  EXPECT_EQ(s.carry[0].to_vector<float>(), (std::vector<float>{5, 4, 7}));
+  EXPECT_EQ(s.ys[0].to_vector<int64_t>(), (std::vector<int64_t>{2, 1}));
+}
+
 }  // namespace
 }  // namespace lazycl
