@@ -81,6 +81,13 @@ ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vecto
                                            [&] { return fn(carry, x); });
     CheckCarry(init, next);
     if (steps == 0) {
+      // The carry is init, in the graph of what the body read too (as on a device, where the
+      // scan records all its inputs): where(true, init, next) is init's bits, and next's
+      // gradient is zeros.
+      const Tensor keep = full({}, 1, DType::boolean, Device::host());
+      for (size_t i = 0; i < init.size(); ++i) {
+        if (is_floating(init[i].dtype())) carry[i] = where(keep, init[i], next[i]);
+      }
       for (const Tensor& yk : y) ys.push_back({slice(unsqueeze(yk, 0), 0, 0, 0)});
       break;
     }
@@ -91,7 +98,7 @@ ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vecto
     for (size_t k = 0; k < y.size(); ++k) ys[k].push_back(y[k]);
   }
   ScanResult result;
-  result.carry = steps == 0 ? init : carry;
+  result.carry = carry;
   for (auto& parts : ys) {
     if (reverse && steps > 0) std::reverse(parts.begin(), parts.end());
     result.ys.push_back(steps == 0 ? parts[0] : stack(parts, 0));

@@ -250,6 +250,18 @@ TEST(AutogradScanTest, ZeroStepsGiveGradientsOnHostAndDevice) {
     EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{2, 2, 2}));
     EXPECT_EQ(g[1].shape(), (std::vector<int64_t>{0, 3}));
     EXPECT_EQ(g[2].item<float>(), 0.0f);
+    // Only a captured tensor requires grad: the carry still depends on it, with gradient 0
+    // (seed 2027, graph 3360: the host's carry was init itself, outside the graph).
+    Tensor plain = init.detach();
+    ScanResult r2 = scan(
+        [&](const std::vector<Tensor>& c, const std::vector<Tensor>& x) {
+          Tensor next = tanh(minimum(c[0], x[0]) + cap * 0.5);
+          return std::make_pair(std::vector<Tensor>{next}, std::vector<Tensor>{});
+        },
+        {plain}, {xs.detach()});
+    EXPECT_EQ(r2.carry[0].to_vector<float>(), plain.to_vector<float>());
+    ASSERT_TRUE(r2.carry[0].requires_grad());
+    EXPECT_EQ(grad(sum(r2.carry[0]), {cap})[0].item<float>(), 0.0f);
   }
 }
 
