@@ -36,13 +36,15 @@ std::string SymStr(const SymShape& s) {
 }
 
 // The last two read random numbers made on the device (rand, randn: computed in the kernel).
-const char* kUnaryNames[] = {"neg",     "exp(tanh)",   "log(|x|+1)", "sqrt(|x|)", "tanh",
-                             "sigmoid", "relu",        "abs",        "sin",       "cos",
-                             "erf",     "dropout(.3)", "x+randn"};
+const char* kUnaryNames[] = {
+    "neg",  "exp(tanh)",     "log(|x|+1)",    "sqrt(|x|)",     "tanh",          "sigmoid",   "relu",
+    "abs",  "sin",           "cos",           "erf",           "dropout(.3)",   "x+randn",   "gelu",
+    "silu", "rsqrt(|x|+.5)", "clamp(-.5,.8)", "clamp_min(.1)", "clamp_max(.3)", "gelu(tanh)"};
 const char* kBinaryNames[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow(|a|+.5,b)"};
-const char* kScalarNames[] = {"x+c", "c-x", "c*x", "x/c"};
+const char* kScalarNames[] = {"x+c",  "c-x", "c*x",  "x/c",  "x<c",
+                              "x<=c", "x>c", "x>=c", "x==c", "x!=c"};
 const char* kCompareNames[] = {"lt", "le", "gt", "ge", "eq", "ne"};
-const char* kReduceNames[] = {"sum", "mean", "max"};
+const char* kReduceNames[] = {"sum", "mean", "max", "min", "prod"};
 
 }  // namespace
 
@@ -113,6 +115,52 @@ std::string StepString(const Step& s, int index) {
     case Kind::kScatterAdd:
       o << "scatter_add %" << s.a << " dim " << dims() << " index %" << s.b << " src %" << s.c;
       break;
+    case Kind::kArg:
+      o << (s.which ? "argmin %" : "argmax %") << s.a << " dim " << dims()
+        << (s.keepdim ? " keepdim" : "");
+      break;
+    case Kind::kCumsum:
+      o << "cumsum %" << s.a << " dim " << dims();
+      break;
+    case Kind::kTri:
+      o << (s.which ? "triu %" : "tril %") << s.a << " k " << dims();
+      break;
+    case Kind::kTopk:
+      o << "topk %" << s.a << " k,dim " << dims() << (s.which ? " indices" : " values");
+      break;
+    case Kind::kStack:
+      o << "stack %" << s.a << " %" << s.b << " dim " << dims();
+      break;
+    case Kind::kSqueeze:
+      o << "squeeze %" << s.a << " dim " << dims();
+      break;
+    case Kind::kCast:
+      o << "cast %" << s.a;
+      break;
+    case Kind::kNorm:
+      o << (s.which == 0 ? "rms_norm %" : "layer_norm %") << s.a;
+      if (s.b >= 0) o << " weight %" << s.b;
+      if (s.c >= 0) o << " bias %" << s.c;
+      break;
+    case Kind::kLinear:
+      o << "linear %" << s.a << " weight %" << s.b;
+      if (s.c >= 0) o << " bias %" << s.c;
+      break;
+    case Kind::kEmbedding:
+      o << "embedding table %" << s.b << " ids %" << s.a;
+      break;
+    case Kind::kOneHot:
+      o << "one_hot %" << s.a << " classes " << dims();
+      break;
+    case Kind::kCrossEntropy:
+      o << "cross_entropy %" << s.a << " labels %" << s.b;
+      break;
+    case Kind::kAttention:
+      o << "attention q %" << s.a << " k %" << s.b << " v %" << s.c << (s.keepdim ? " causal" : "");
+      break;
+    case Kind::kTakeAlongDim:
+      o << "take_along_dim %" << s.a << " index %" << s.b << " dim " << dims();
+      break;
     case Kind::kScan:
       o << "scan %" << s.a << " init %" << s.c << ": carry = tanh(" << kBinaryNames[s.which]
         << "(carry, x)" << (s.b >= 0 ? " + .5 %" + std::to_string(s.b) : "")
@@ -165,18 +213,29 @@ class Generator {
     return s;
   }
   DType RandomDType() {
-    const int r = Uniform(0, 9);
-    return r < 7 ? DType::f32 : r < 9 ? DType::i32 : DType::boolean;
+    const int r = Uniform(0, 11);
+    return r < 7    ? DType::f32
+           : r < 9  ? DType::i32
+           : r < 10 ? DType::boolean
+           : r < 11 ? DType::f16
+                    : DType::bf16;
   }
 
   // The library's promotion of two numeric dtypes (PyTorch's): f32 if either is, else i64 if
   // either is (sums of integers are i64), else i32. A wrong guess here made later steps wrong: a
   // scatter_add whose src was drawn as f32 for an x that is i64 (seed 2026, graph 13664).
+  // bool < i32 < i64 < f16, bf16 < f32, and f16 with bf16 gives f32; bool with bool gives
+  // i32 in the arithmetic ops that take them.
   static DType Promote(DType a, DType b) {
     if (a == DType::f32 || b == DType::f32) return DType::f32;
+    if (is_half(a) && is_half(b)) return a == b ? a : DType::f32;
+    if (is_half(a)) return a;
+    if (is_half(b)) return b;
     if (a == DType::i64 || b == DType::i64) return DType::i64;
     return DType::i32;
   }
+  // The dtype floating maths on `t` gives: 16-bit floats stay, the rest compute in f32.
+  static DType FloatOf(DType t) { return is_half(t) ? t : DType::f32; }
 
   int Add(Step s) {
     steps_.push_back(std::move(s));
@@ -237,15 +296,17 @@ class Generator {
   }
 
   void AddOp() {
-    const int r = Uniform(0, 104);
+    const int r = Uniform(0, 138);
     if (r < 18) {
       Step s{Kind::kUnary};
       s.a = PickNumeric();
       s.which = Uniform(0, static_cast<int>(std::size(kUnaryNames)) - 1);
       s.shape = At(s.a).shape;
-      // neg, relu and abs keep integers; the others compute in f32.
+      // neg, relu and abs keep integers; the others compute in f32 (16-bit floats stay), but
+      // dropout's f32 cast and x + an f32 randn.
       const bool keeps = s.which == 0 || s.which == 6 || s.which == 7;
-      s.dtype = keeps ? At(s.a).dtype : DType::f32;
+      const DType t = At(s.a).dtype;
+      s.dtype = keeps ? t : s.which == 11 || s.which == 12 ? DType::f32 : FloatOf(t);
       Add(s);
     } else if (r < 36) {
       Step s{Kind::kBinary};
@@ -253,18 +314,25 @@ class Generator {
       s.b = PartnerOf(s.a, true);
       s.which = Uniform(0, 6);
       s.shape = Broadcast(At(s.a).shape, At(s.b).shape);
-      s.dtype = s.which == 3 || s.which == 6 ? DType::f32 : Promote(At(s.a).dtype, At(s.b).dtype);
+      const DType ta = At(s.a).dtype, tb = At(s.b).dtype;
+      // a / (|b| + .5) and pow(|a| + .5, tanh(b)): the fractional .5 and tanh make floats.
+      s.dtype = s.which == 3   ? Promote(ta, FloatOf(tb))
+                : s.which == 6 ? Promote(FloatOf(ta), FloatOf(tb))
+                               : Promote(ta, tb);
       Add(s);
     } else if (r < 46) {
       Step s{Kind::kScalar};
       s.a = PickNumeric();
-      s.which = Uniform(0, 3);
+      s.which = Uniform(0, static_cast<int>(std::size(kScalarNames)) - 1);
       s.scalar = Chance(0.5) ? Uniform(-3, 3) : Uniform(-30, 30) / 8.0;
       if (s.which == 3 && s.scalar == 0) s.scalar = 2;
       s.shape = At(s.a).shape;
       const bool integral = std::floor(s.scalar) == s.scalar;
       const DType t = At(s.a).dtype;
-      s.dtype = (t == DType::i32 || t == DType::i64) && integral && s.which != 3 ? t : DType::f32;
+      // A number takes the tensor's dtype, but a fraction (or true division) with an integer.
+      s.dtype = s.which >= 4                                    ? DType::boolean
+                : is_integral(t) && (!integral || s.which == 3) ? DType::f32
+                                                                : t;
       Add(s);
     } else if (r < 54) {
       Step s{Kind::kCompare};
@@ -286,7 +354,7 @@ class Generator {
     } else if (r < 70) {
       Step s{Kind::kReduce};
       s.a = Pick();
-      s.which = Uniform(0, 2);
+      s.which = Uniform(0, static_cast<int>(std::size(kReduceNames)) - 1);
       const SymShape& x = At(s.a).shape;
       for (size_t d = 0; d < x.size(); ++d) {
         if (Chance(0.5))
@@ -294,7 +362,6 @@ class Generator {
                                        : static_cast<int64_t>(d) - static_cast<int64_t>(x.size()));
       }
       s.keepdim = Chance(0.5);
-      // max has no identity: it needs non-empty reduced dims.
       bool empty = false;
       for (size_t d = 0; d < x.size(); ++d) {
         const bool reduced =
@@ -304,9 +371,14 @@ class Generator {
             });
         if (reduced && IsZero(x[d])) empty = true;
       }
-      if (s.which == 2 && empty) s.which = 0;
+      // max and min have no identity: they need non-empty reduced dims.
+      if ((s.which == 2 || s.which == 3) && empty) s.which = 0;
       const DType t = At(s.a).dtype;
-      s.dtype = s.which == 1 ? DType::f32 : s.which == 0 ? (t == DType::f32 ? t : DType::i64) : t;
+      // mean computes in floats; sum and prod of integers and bools give i64.
+      s.dtype = s.which == 1                   ? FloatOf(t)
+                : s.which == 2 || s.which == 3 ? t
+                : is_floating(t)               ? t
+                                               : DType::i64;
       for (size_t d = 0; d < x.size(); ++d) {
         const bool reduced =
             s.dims.empty() || std::any_of(s.dims.begin(), s.dims.end(), [&](int64_t v) {
@@ -339,8 +411,9 @@ class Generator {
       Step s{Kind::kSoftmax};
       s.a = PickNumeric();
       const SymShape& x = At(s.a).shape;
-      if (x.empty() || At(s.a).dtype != DType::f32) return;
+      if (x.empty() || !is_floating(At(s.a).dtype)) return;
       s.dims = {Uniform(-static_cast<int>(x.size()), static_cast<int>(x.size()) - 1)};
+      s.dtype = At(s.a).dtype;
       s.which = Uniform(0, 1);
       s.shape = x;
       Add(s);
@@ -352,14 +425,213 @@ class Generator {
       SymShape y = Partner(SymShape(x.begin(), x.end() - 2));
       y.push_back(x.back());
       y.push_back(Chance(0.5) ? DimA() : DimB());
-      s.b = AddInput(y, At(s.a).dtype == DType::i32 ? DType::i32 : DType::f32);
+      const DType ta = At(s.a).dtype;
+      const DType tb = ta == DType::i32 || is_half(ta) ? ta : DType::f32;
+      s.b = AddInput(y, tb);
       s.shape = Broadcast(SymShape(x.begin(), x.end() - 2), SymShape(y.begin(), y.end() - 2));
       s.shape.push_back(x[x.size() - 2]);
       s.shape.push_back(y.back());
-      s.dtype = At(s.a).dtype == DType::i32 ? DType::i32 : DType::f32;
+      s.dtype = Promote(ta, tb);
+      Add(s);
+    } else if (r < 105) {
+      AddIndexing();
+    } else {
+      AddMore(r - 105);
+    }
+  }
+
+  // A dim of `x` whose size is not 0 in any palette, or -1.
+  int NonEmptyDim(const SymShape& x) {
+    std::vector<int> dims;
+    for (size_t d = 0; d < x.size(); ++d) {
+      if (!IsZero(x[d])) dims.push_back(static_cast<int>(d));
+    }
+    return dims.empty() ? -1 : dims[Uniform(0, static_cast<int>(dims.size()) - 1)];
+  }
+  int64_t MaybeNegative(int d, size_t rank) {
+    return Chance(0.5) ? d : d - static_cast<int64_t>(rank);
+  }
+  // An earlier integral value, or a new i32 input of a random shape.
+  int PickIds() {
+    for (int tries = 0; tries < 10; ++tries) {
+      const int i = Pick();
+      if (is_integral(At(i).dtype)) return i;
+    }
+    return AddInput(RandomShape(), DType::i32);
+  }
+  // An earlier floating value of rank >= `rank`, or a new f32 input of that rank.
+  int PickFloating(size_t rank) {
+    for (int tries = 0; tries < 10; ++tries) {
+      const int i = Pick();
+      if (is_floating(At(i).dtype) && At(i).shape.size() >= rank) return i;
+    }
+    SymShape shape = RandomShape();
+    while (shape.size() < rank) shape.push_back(RandomDim());
+    return AddInput(shape, DType::f32);
+  }
+
+  // The ops added after the first ones (graph.h, kArg to kTakeAlongDim); `r` in [0, 34).
+  void AddMore(int r) {
+    if (r < 4) {  // argmax, argmin
+      Step s{Kind::kArg};
+      s.a = PickNumeric();
+      const SymShape x = At(s.a).shape;
+      const int d = NonEmptyDim(x);
+      if (d < 0) return;
+      s.which = Uniform(0, 1);
+      s.dims = {MaybeNegative(d, x.size())};
+      s.keepdim = Chance(0.5);
+      s.shape = x;
+      if (s.keepdim) {
+        s.shape[d] = Const(1);
+      } else {
+        s.shape.erase(s.shape.begin() + d);
+      }
+      s.dtype = DType::i64;
+      Add(s);
+    } else if (r < 8) {
+      Step s{Kind::kCumsum};
+      s.a = Pick();
+      const SymShape& x = At(s.a).shape;
+      if (x.empty()) return;
+      s.dims = {MaybeNegative(Uniform(0, static_cast<int>(x.size()) - 1), x.size())};
+      s.shape = x;
+      s.dtype = is_floating(At(s.a).dtype) ? At(s.a).dtype : DType::i64;
+      Add(s);
+    } else if (r < 11) {
+      Step s{Kind::kTri};
+      s.a = Pick();
+      if (At(s.a).shape.size() < 2) return;
+      s.which = Uniform(0, 1);
+      s.dims = {Uniform(-1, 1)};
+      s.shape = At(s.a).shape;
+      s.dtype = At(s.a).dtype;
+      Add(s);
+    } else if (r < 15) {
+      Step s{Kind::kTopk};
+      s.a = PickNumeric();
+      const SymShape& x = At(s.a).shape;
+      if (x.empty()) return;
+      const int d = Uniform(0, static_cast<int>(x.size()) - 1);
+      // k <= the dim's size in every palette (A and B are >= 2).
+      const int64_t k = IsZero(x[d]) ? 0 : IsOne(x[d]) ? Uniform(0, 1) : Uniform(1, 2);
+      s.dims = {k, MaybeNegative(d, x.size())};
+      s.which = Uniform(0, 1);
+      s.shape = x;
+      s.shape[d] = Const(k);
+      s.dtype = s.which ? DType::i64 : At(s.a).dtype;
+      Add(s);
+    } else if (r < 18) {
+      Step s{Kind::kStack};
+      s.a = Pick();
+      const SymShape x = At(s.a).shape;  // a copy: AddInput below may move steps_
+      if (x.size() >= 4) return;
+      s.b = AddInput(x, At(s.a).dtype);
+      const int d = Uniform(0, static_cast<int>(x.size()));
+      s.dims = {Chance(0.5) ? d : d - static_cast<int64_t>(x.size()) - 1};
+      s.shape = x;
+      s.shape.insert(s.shape.begin() + d, Const(2));
+      s.dtype = At(s.a).dtype;
+      Add(s);
+    } else if (r < 20) {
+      Step s{Kind::kSqueeze};
+      s.a = Pick();
+      const SymShape& x = At(s.a).shape;
+      std::vector<int> ones;
+      for (size_t d = 0; d < x.size(); ++d) {
+        if (IsOne(x[d])) ones.push_back(static_cast<int>(d));
+      }
+      if (ones.empty()) return;
+      const int d = ones[Uniform(0, static_cast<int>(ones.size()) - 1)];
+      s.dims = {MaybeNegative(d, x.size())};
+      s.shape = x;
+      s.shape.erase(s.shape.begin() + d);
+      s.dtype = At(s.a).dtype;
+      Add(s);
+    } else if (r < 23) {
+      Step s{Kind::kCast};
+      s.a = Pick();
+      static constexpr DType kTo[] = {DType::f32,     DType::i32, DType::i64,
+                                      DType::boolean, DType::f16, DType::bf16};
+      s.dtype = kTo[Uniform(0, 5)];
+      s.shape = At(s.a).shape;
+      Add(s);
+    } else if (r < 25) {
+      Step s{Kind::kNorm};
+      s.a = PickFloating(1);
+      const SymShape x = At(s.a).shape;
+      const DType t = At(s.a).dtype;
+      s.which = Uniform(0, 2);
+      if (s.which < 2) s.b = AddInput({x.back()}, t);
+      if (s.which == 1) s.c = AddInput({x.back()}, t);
+      s.shape = x;
+      s.dtype = t;
+      Add(s);
+    } else if (r < 27) {
+      Step s{Kind::kLinear};
+      s.a = PickFloating(1);
+      const SymShape x = At(s.a).shape;
+      const DType t = At(s.a).dtype;
+      const Dim n = Chance(0.5) ? DimA() : DimB();
+      s.b = AddInput({n, x.back()}, t);
+      if (Chance(0.5)) s.c = AddInput({n}, t);
+      s.shape = x;
+      s.shape.back() = n;
+      s.dtype = t;
+      Add(s);
+    } else if (r < 29) {
+      Step s{Kind::kEmbedding};
+      if (Chance(0.5)) {
+        s.kind = Kind::kOneHot;
+        s.a = PickIds();
+        const int64_t classes = Uniform(0, 4);
+        s.dims = {classes};
+        s.shape = At(s.a).shape;
+        if (s.shape.size() >= 4) return;
+        s.shape.push_back(Const(classes));
+        s.dtype = DType::i64;
+        Add(s);
+        return;
+      }
+      s.a = PickIds();
+      const SymShape ids = At(s.a).shape;
+      if (ids.size() >= 4) return;
+      const Dim d = RandomDim();
+      const DType t = Chance(0.8) ? DType::f32 : Chance(0.5) ? DType::f16 : DType::bf16;
+      s.b = AddInput({Chance(0.5) ? DimA() : DimB(), d}, t);
+      s.shape = ids;
+      s.shape.push_back(d);
+      s.dtype = t;
+      Add(s);
+    } else if (r < 31) {
+      Step s{Kind::kCrossEntropy};
+      s.a = PickFloating(2);
+      const SymShape x = At(s.a).shape;
+      if (IsZero(x[1])) return;  // no classes to clamp a label into
+      SymShape labels = x;
+      labels.erase(labels.begin() + 1);
+      s.b = AddInput(labels, DType::i32);
+      s.shape = {};
+      s.dtype = At(s.a).dtype;
       Add(s);
     } else {
-      AddIndexing();
+      Step s{Kind::kAttention};
+      s.a = PickFloating(2);
+      const SymShape q = At(s.a).shape;
+      const DType t = At(s.a).dtype;
+      SymShape k(q.begin(), q.end() - 2), v = k;
+      const Dim keys = RandomDim();
+      k.push_back(keys);
+      k.push_back(q.back());
+      v.push_back(keys);
+      v.push_back(RandomDim());
+      s.b = AddInput(k, t);
+      s.c = AddInput(v, t);
+      s.keepdim = Chance(0.5);
+      s.shape = q;
+      s.shape.back() = v.back();
+      s.dtype = t;
+      Add(s);
     }
   }
 
@@ -375,8 +647,14 @@ class Generator {
     if (dims.empty()) return;
     const int dim = dims[Uniform(0, static_cast<int>(dims.size()) - 1)];
     const int rank = static_cast<int>(x.size());
-    const int which = At(a).dtype == DType::boolean ? Uniform(0, 1) : Uniform(0, 2);
-    Step s{which == 0 ? Kind::kGather : which == 1 ? Kind::kIndexSelect : Kind::kScatterAdd};
+    // scatter_add takes f32, i32 and i64.
+    const DType t = At(a).dtype;
+    const bool scatter = t != DType::boolean && !is_half(t);
+    const int which = Uniform(0, scatter ? 3 : 2);
+    Step s{which == 0   ? Kind::kGather
+           : which == 1 ? Kind::kIndexSelect
+           : which == 2 ? Kind::kTakeAlongDim
+                        : Kind::kScatterAdd};
     s.a = a;
     s.dims = {Chance(0.5) ? dim : dim - rank};
     s.dtype = At(a).dtype;
@@ -388,7 +666,7 @@ class Generator {
       SymShape index = x;
       index[dim] = RandomDim();
       s.b = AddInput(index, DType::i32);
-      s.shape = s.kind == Kind::kGather ? index : x;
+      s.shape = s.kind == Kind::kScatterAdd ? x : index;
       if (s.kind == Kind::kScatterAdd) s.c = AddInput(index, At(a).dtype);
     }
     Add(s);

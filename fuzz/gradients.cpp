@@ -13,18 +13,22 @@ namespace {
 // Whether the step's maths is smooth everywhere (finite differences can check it).
 bool Smooth(const Step& s) {
   switch (s.kind) {
-    case Kind::kUnary:
-      return s.which == 0 || s.which == 1 || s.which == 4 || s.which == 5 || s.which >= 8;
+    case Kind::kUnary:  // not abs, relu, clamp, or sqrt and rsqrt of |x|
+      return s.which == 0 || s.which == 1 || s.which == 4 || s.which == 5 ||
+             (s.which >= 8 && s.which <= 14) || s.which == 19;
     case Kind::kBinary:
       return s.which <= 2;
     case Kind::kCompare:
     case Kind::kWhere:
       return false;
     case Kind::kReduce:
-      return s.which != 2;
+      return s.which != 2 && s.which != 3;
+    case Kind::kTopk:
+      return false;
     case Kind::kScan:
-      return s.which <= 2 && (s.dims[0] == 0 || s.dims[0] == 1 || s.dims[0] == 4 ||
-                              s.dims[0] == 5 || s.dims[0] >= 8);
+      return s.which <= 2 &&
+             (s.dims[0] == 0 || s.dims[0] == 1 || s.dims[0] == 4 || s.dims[0] == 5 ||
+              (s.dims[0] >= 8 && s.dims[0] <= 14) || s.dims[0] == 19);
     default:
       return true;
   }
@@ -43,7 +47,8 @@ std::vector<bool> Reached(const Graph& g, bool only_gradients) {
     for (int o : Operands(s)) {
       const bool index = (s.kind == Kind::kWhere && o == s.a) ||
                          ((s.kind == Kind::kGather || s.kind == Kind::kIndexSelect ||
-                           s.kind == Kind::kScatterAdd) &&
+                           s.kind == Kind::kScatterAdd || s.kind == Kind::kTakeAlongDim ||
+                           s.kind == Kind::kCrossEntropy) &&
                           o == s.b);
       if (!only_gradients || (!index && g[static_cast<size_t>(o)].dtype == DType::f32)) {
         reached[static_cast<size_t>(o)] = true;

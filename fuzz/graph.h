@@ -28,25 +28,39 @@ using SymShape = std::vector<Dim>;
 std::vector<int64_t> Concrete(const SymShape& s, int palette);
 
 enum class Kind {
-  kInput,        // shape, dtype
-  kUnary,        // a, which
-  kBinary,       // a, b, which
-  kScalar,       // a, which, scalar
-  kCompare,      // a, b, which
-  kWhere,        // a (bool), b, c
-  kReduce,       // a, which, dims, keepdim
-  kTranspose,    // a, dims[0], dims[1]
-  kPermute,      // a, dims
-  kSlice,        // a, dims[0] = dim, dims[1] = start, dims[2] = end
-  kFlatten,      // a
-  kUnsqueeze,    // a, dims[0]
-  kBroadcast,    // a, shape
-  kCat,          // a, b, dims[0]
-  kSoftmax,      // a, dims[0], which (0 softmax, 1 log_softmax)
-  kMatmul,       // a, b
-  kGather,       // a, dims[0], b (i32 index)
-  kIndexSelect,  // a, dims[0], b (i32 ids, 1-D)
-  kScatterAdd,   // a, dims[0], b (i32 index), c (src)
+  kInput,         // shape, dtype
+  kUnary,         // a, which
+  kBinary,        // a, b, which
+  kScalar,        // a, which, scalar
+  kCompare,       // a, b, which
+  kWhere,         // a (bool), b, c
+  kReduce,        // a, which, dims, keepdim
+  kTranspose,     // a, dims[0], dims[1]
+  kPermute,       // a, dims
+  kSlice,         // a, dims[0] = dim, dims[1] = start, dims[2] = end
+  kFlatten,       // a
+  kUnsqueeze,     // a, dims[0]
+  kBroadcast,     // a, shape
+  kCat,           // a, b, dims[0]
+  kSoftmax,       // a, dims[0], which (0 softmax, 1 log_softmax)
+  kMatmul,        // a, b
+  kGather,        // a, dims[0], b (i32 index)
+  kIndexSelect,   // a, dims[0], b (i32 ids, 1-D)
+  kScatterAdd,    // a, dims[0], b (i32 index), c (src)
+  kArg,           // a, which (0 argmax, 1 argmin), dims[0], keepdim -> i64
+  kCumsum,        // a, dims[0]
+  kTri,           // a, which (0 tril, 1 triu), dims[0] = k
+  kTopk,          // a, dims = {k, dim}, which (0 the values, 1 their i64 indices)
+  kStack,         // a, b (a's shape and dtype), dims[0]
+  kSqueeze,       // a, dims[0] (a dim of size 1)
+  kCast,          // a -> dtype
+  kNorm,          // a, which (0 rms_norm(a, b), 1 layer_norm(a, b, c), 2 layer_norm(a))
+  kLinear,        // a, b (weight [N, K]), c (bias [N]) or -1
+  kEmbedding,     // a (integral ids), b (table [V, D])
+  kOneHot,        // a (integral ids), dims[0] = classes
+  kCrossEntropy,  // a (logits [N, C, d...]), b (i32 labels [N, d...])
+  kAttention,     // a (q [..., L, E]), b (k [..., S, E]), c (v [..., S, Ev]), keepdim = causal
+  kTakeAlongDim,  // a, dims[0], b (i32 index), as kGather
   // scan over dim 0 of a (f32, rank >= 1) from init c (f32, a's shape without dim 0):
   // carry' = tanh(binary `which`(carry, x) [+ 0.5 * b, captured]), y = unary dims[0](carry');
   // the value is the stacked ys, or the last carry with keepdim.

@@ -28,6 +28,9 @@ Tensor InputValues(const Step& s, uint64_t seed, int p) {
     case DType::i32:
     case DType::i64:  // scatter_add's src takes x's dtype, and the sum of i32 is i64
       return cast(rand(shape, seed, -6, 6, DType::f32, host), s.dtype);
+    case DType::f16:
+    case DType::bf16:
+      return cast(randn(shape, seed, DType::f32, host), s.dtype);
     default:
       return randn(shape, seed, DType::f32, host);
   }
@@ -105,8 +108,22 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v, int p) {
           return erf(a);
         case 11:
           return nn::dropout(cast(a, DType::f32), 0.3, 17);
-        default:
+        case 12:
           return a + randn(a.shape(), 23, DType::f32, a.device());
+        case 13:
+          return gelu(a);
+        case 14:
+          return silu(a);
+        case 15:
+          return rsqrt(abs(a) + 0.5);
+        case 16:
+          return clamp(a, -0.5, 0.8);
+        case 17:
+          return clamp_min(a, 0.1);
+        case 18:
+          return clamp_max(a, 0.3);
+        default:
+          return gelu(a, /*approximate_tanh=*/true);
       }
     case Kind::kBinary: {
       const Tensor& b = v[s.b];
@@ -136,8 +153,20 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v, int p) {
           return s.scalar - a;
         case 2:
           return s.scalar * a;
-        default:
+        case 3:
           return a / s.scalar;
+        case 4:
+          return lt(a, s.scalar);
+        case 5:
+          return le(a, s.scalar);
+        case 6:
+          return gt(a, s.scalar);
+        case 7:
+          return ge(a, s.scalar);
+        case 8:
+          return eq(a, s.scalar);
+        default:
+          return ne(a, s.scalar);
       }
     case Kind::kCompare: {
       const Tensor& b = v[s.b];
@@ -161,7 +190,9 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v, int p) {
     case Kind::kReduce:
       if (s.which == 0) return sum(a, s.dims, s.keepdim);
       if (s.which == 1) return mean(a, s.dims, s.keepdim);
-      return max(a, s.dims, s.keepdim);
+      if (s.which == 2) return max(a, s.dims, s.keepdim);
+      if (s.which == 3) return min(a, s.dims, s.keepdim);
+      return prod(a, s.dims, s.keepdim);
     case Kind::kTranspose:
       return transpose(a, s.dims[0], s.dims[1]);
     case Kind::kPermute:
@@ -186,6 +217,37 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v, int p) {
       return index_select(a, s.dims[0], v[s.b]);
     case Kind::kScatterAdd:
       return scatter_add(a, s.dims[0], v[s.b], v[s.c]);
+    case Kind::kArg:
+      return s.which ? argmin(a, s.dims[0], s.keepdim) : argmax(a, s.dims[0], s.keepdim);
+    case Kind::kCumsum:
+      return cumsum(a, s.dims[0]);
+    case Kind::kTri:
+      return s.which ? triu(a, s.dims[0]) : tril(a, s.dims[0]);
+    case Kind::kTopk: {
+      auto [values, indices] = topk(a, s.dims[0], s.dims[1]);
+      return s.which ? indices : values;
+    }
+    case Kind::kStack:
+      return stack({a, v[s.b]}, s.dims[0]);
+    case Kind::kSqueeze:
+      return squeeze(a, s.dims[0]);
+    case Kind::kCast:
+      return cast(a, s.dtype);
+    case Kind::kNorm:
+      if (s.which == 0) return nn::rms_norm(a, v[s.b]);
+      return s.which == 1 ? nn::layer_norm(a, v[s.b], v[s.c]) : nn::layer_norm(a);
+    case Kind::kLinear:
+      return nn::linear(a, v[s.b], s.c >= 0 ? v[s.c] : Tensor());
+    case Kind::kEmbedding:
+      return nn::embedding(v[s.b], a);
+    case Kind::kOneHot:
+      return one_hot(a, s.dims[0]);
+    case Kind::kCrossEntropy:
+      return nn::cross_entropy(a, v[s.b]);
+    case Kind::kAttention:
+      return nn::scaled_dot_product_attention(a, v[s.b], v[s.c], s.keepdim);
+    case Kind::kTakeAlongDim:
+      return take_along_dim(a, v[s.b], s.dims[0]);
     case Kind::kScan:
       return Scan(s, v, p);
   }

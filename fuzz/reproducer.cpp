@@ -27,6 +27,24 @@ std::string Num(double v) {
 
 std::string V(int i) { return "v" + std::to_string(i); }
 
+std::string DTypeName(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "DType::f32";
+    case DType::i32:
+      return "DType::i32";
+    case DType::i64:
+      return "DType::i64";
+    case DType::boolean:
+      return "DType::boolean";
+    case DType::f16:
+      return "DType::f16";
+    case DType::bf16:
+      return "DType::bf16";
+  }
+  return "DType::f32";
+}
+
 using Names = std::function<std::string(int)>;
 
 std::string Expr(const Step& s, uint64_t seed, int palette, const Names& name = V);
@@ -86,7 +104,11 @@ std::string Expr(const Step& step, uint64_t seed, int palette, const Names& name
       }
       if (s.dtype == DType::i32 || s.dtype == DType::i64) {
         return "cast(rand(" + shape + ", " + input_seed + ", -6, 6, DType::f32, host), " +
-               (s.dtype == DType::i32 ? "DType::i32" : "DType::i64") + ").to(dev)";
+               DTypeName(s.dtype) + ").to(dev)";
+      }
+      if (is_half(s.dtype)) {
+        return "cast(randn(" + shape + ", " + input_seed + ", DType::f32, host), " +
+               DTypeName(s.dtype) + ").to(dev)";
       }
       return "randn(" + shape + ", " + input_seed + ", DType::f32, host).to(dev)";
     }
@@ -103,7 +125,14 @@ std::string Expr(const Step& step, uint64_t seed, int palette, const Names& name
                                     "cos(%)",
                                     "erf(%)",
                                     "nn::dropout(cast(%, DType::f32), 0.3, 17)",
-                                    "% + randn(%.shape(), 23, DType::f32, %.device())"};
+                                    "% + randn(%.shape(), 23, DType::f32, %.device())",
+                                    "gelu(%)",
+                                    "silu(%)",
+                                    "rsqrt(abs(%) + 0.5)",
+                                    "clamp(%, -0.5, 0.8)",
+                                    "clamp_min(%, 0.1)",
+                                    "clamp_max(%, 0.3)",
+                                    "gelu(%, true)"};
       std::string f = forms[s.which];
       for (size_t at = f.find('%'); at != std::string::npos; at = f.find('%', at + a.size()))
         f.replace(at, 1, a);
@@ -136,8 +165,12 @@ std::string Expr(const Step& step, uint64_t seed, int palette, const Names& name
           return c + " - " + a;
         case 2:
           return c + " * " + a;
-        default:
+        case 3:
           return a + " / " + c;
+        default: {
+          static const char* names[] = {"lt", "le", "gt", "ge", "eq", "ne"};
+          return std::string(names[s.which - 4]) + "(" + a + ", " + c + ")";
+        }
       }
     }
     case Kind::kCompare: {
@@ -147,7 +180,7 @@ std::string Expr(const Step& step, uint64_t seed, int palette, const Names& name
     case Kind::kWhere:
       return "where(" + a + ", " + b + ", " + name(s.c) + ")";
     case Kind::kReduce: {
-      static const char* names[] = {"sum", "mean", "max"};
+      static const char* names[] = {"sum", "mean", "max", "min", "prod"};
       return std::string(names[s.which]) + "(" + a + ", " + Ints(s.dims) + ", " +
              (s.keepdim ? "true" : "false") + ")";
     }
@@ -179,6 +212,39 @@ std::string Expr(const Step& step, uint64_t seed, int palette, const Names& name
     case Kind::kScatterAdd:
       return "scatter_add(" + a + ", " + std::to_string(s.dims[0]) + ", " + b + ", " + name(s.c) +
              ")";
+    case Kind::kArg:
+      return std::string(s.which ? "argmin(" : "argmax(") + a + ", " + std::to_string(s.dims[0]) +
+             ", " + (s.keepdim ? "true" : "false") + ")";
+    case Kind::kCumsum:
+      return "cumsum(" + a + ", " + std::to_string(s.dims[0]) + ")";
+    case Kind::kTri:
+      return std::string(s.which ? "triu(" : "tril(") + a + ", " + std::to_string(s.dims[0]) + ")";
+    case Kind::kTopk:
+      return "topk(" + a + ", " + std::to_string(s.dims[0]) + ", " + std::to_string(s.dims[1]) +
+             (s.which ? ").second" : ").first");
+    case Kind::kStack:
+      return "stack({" + a + ", " + b + "}, " + std::to_string(s.dims[0]) + ")";
+    case Kind::kSqueeze:
+      return "squeeze(" + a + ", " + std::to_string(s.dims[0]) + ")";
+    case Kind::kCast:
+      return "cast(" + a + ", " + DTypeName(s.dtype) + ")";
+    case Kind::kNorm:
+      if (s.which == 0) return "nn::rms_norm(" + a + ", " + b + ")";
+      return s.which == 1 ? "nn::layer_norm(" + a + ", " + b + ", " + name(s.c) + ")"
+                          : "nn::layer_norm(" + a + ")";
+    case Kind::kLinear:
+      return "nn::linear(" + a + ", " + b + (s.c >= 0 ? ", " + name(s.c) : "") + ")";
+    case Kind::kEmbedding:
+      return "nn::embedding(" + b + ", " + a + ")";
+    case Kind::kOneHot:
+      return "one_hot(" + a + ", " + std::to_string(s.dims[0]) + ")";
+    case Kind::kCrossEntropy:
+      return "nn::cross_entropy(" + a + ", " + b + ")";
+    case Kind::kAttention:
+      return "nn::scaled_dot_product_attention(" + a + ", " + b + ", " + name(s.c) + ", " +
+             (s.keepdim ? "true" : "false") + ")";
+    case Kind::kTakeAlongDim:
+      return "take_along_dim(" + a + ", " + b + ", " + std::to_string(s.dims[0]) + ")";
     case Kind::kScan:
       return ScanExpr(s, seed, palette, name);
   }

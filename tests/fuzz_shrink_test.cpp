@@ -2,6 +2,7 @@
 // the shrinker keeps a failure while it removes what does not cause it; the reproducer is the
 // graph's calls. (The fuzzing itself is the CTest tests lazycl_fuzz_cpu and lazycl_fuzz_gpu.)
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,7 @@ void ExpectWellFormed(const Graph& g) {
 }
 
 TEST(FuzzGraphTest, SameSeedSameGraphAndEveryGraphRunsOnTheHost) {
-  for (uint64_t seed = 0; seed < 60; ++seed) {
+  for (uint64_t seed = 0; seed < 200; ++seed) {
     const Graph g = Generate(seed, 40);
     EXPECT_EQ(GraphString(g), GraphString(Generate(seed, 40)));
     ExpectWellFormed(g);
@@ -38,8 +39,14 @@ TEST(FuzzGraphTest, SameSeedSameGraphAndEveryGraphRunsOnTheHost) {
       std::vector<Tensor> values;
       ASSERT_NO_THROW(values = Interpret(g, seed, palette, Device::host())) << GraphString(g);
       ASSERT_EQ(values.size(), g.size());
-      EXPECT_EQ(values.back().shape(), Concrete(g.back().shape, palette)) << GraphString(g);
-      EXPECT_EQ(values.back().dtype(), g.back().dtype) << GraphString(g);
+      // The generator's shape and dtype rules are the library's: every value as predicted.
+      for (size_t i = 0; i < g.size(); ++i) {
+        EXPECT_EQ(values[i].shape(), Concrete(g[i].shape, palette))
+            << StepString(g[i], static_cast<int>(i)) << " in\n"
+            << GraphString(g);
+        EXPECT_EQ(values[i].dtype(), g[i].dtype) << StepString(g[i], static_cast<int>(i)) << " in\n"
+                                                 << GraphString(g);
+      }
     }
   }
 }
@@ -184,6 +191,22 @@ TEST(FuzzGraphTest, ReproducerWritesCallAndScan) {
   // And the graph itself runs: a scan of tanh(v0) rows from v1.
   const std::vector<Tensor> v = Interpret(g, 7, 1, Device::host());
   EXPECT_EQ(v.back().shape(), (std::vector<int64_t>{2, 5}));
+}
+
+// Every op kind and every dtype of the library turns up within the first 500 structures.
+TEST(FuzzGraphTest, EveryKindAndDTypeIsGenerated) {
+  std::set<Kind> kinds;
+  std::set<DType> dtypes;
+  for (uint64_t seed = 0; seed < 500; ++seed) {
+    for (const Step& s : Generate(seed, 40)) {
+      kinds.insert(s.kind);
+      dtypes.insert(s.dtype);
+    }
+  }
+  for (int k = 0; k <= static_cast<int>(Kind::kScan); ++k)
+    EXPECT_TRUE(kinds.count(static_cast<Kind>(k))) << "kind " << k << " never generated";
+  for (DType t : {DType::f32, DType::i32, DType::i64, DType::boolean, DType::f16, DType::bf16})
+    EXPECT_TRUE(dtypes.count(t)) << dtype_name(t) << " never generated";
 }
 
 }  // namespace
