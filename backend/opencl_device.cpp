@@ -273,7 +273,12 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
         break;
       }
       case KernelArg::Kind::kFloat32: {
-        const cl_float v = arg.f;
+        const cl_float v = static_cast<cl_float>(arg.f);
+        err = k.setArg(index, sizeof(v), &v);
+        break;
+      }
+      case KernelArg::Kind::kFloat64: {
+        const cl_double v = arg.f;
         err = k.setArg(index, sizeof(v), &v);
         break;
       }

@@ -17,7 +17,7 @@ struct DTypeInfo {
   const char* cpp;     // the C++ type of to_vector<T>
   bool floating;
   bool integral;  // integers other than bool
-  int rank;       // promotion: the higher rank wins (bool < i32 < i64 < f16, bf16 < f32)
+  int rank;       // promotion: the higher rank wins (bool < i32 < i64 < f16, bf16 < f32 < f64)
 };
 
 // f16 and bf16 are held as their bits (OpenCL C `ushort`, read and written through the
@@ -29,8 +29,9 @@ inline constexpr DTypeInfo kDTypes[] = {
     {DType::boolean, "bool", 1, "uchar", "uint8_t", false, false, 0},
     {DType::f16, "f16", 2, "ushort", "uint16_t", true, false, 3},
     {DType::bf16, "bf16", 2, "ushort", "uint16_t", true, false, 3},
+    {DType::f64, "f64", 8, "double", "double", true, false, 5},
 };
-static_assert(std::size(kDTypes) == static_cast<size_t>(DType::bf16) + 1,
+static_assert(std::size(kDTypes) == static_cast<size_t>(DType::f64) + 1,
               "one row per DType, in enum order");
 
 constexpr const DTypeInfo& Info(DType dtype) { return kDTypes[static_cast<size_t>(dtype)]; }

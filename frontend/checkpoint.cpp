@@ -119,6 +119,8 @@ void WriteTensor(AtomicFile& out, const Tensor& t, size_t bytes) {
     case DType::f16:
     case DType::bf16:
       return WriteValues<uint16_t>(out, t);
+    case DType::f64:
+      return WriteValues<double>(out, t);
   }
 }
 

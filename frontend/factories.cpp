@@ -66,9 +66,9 @@ Tensor Uniform01(const std::vector<int64_t>& shape, uint64_t seed, int64_t strid
 
 void CheckRandom(const std::vector<int64_t>& shape, DType dtype, const char* op) {
   CheckShape(shape, op);
-  if (dtype != DType::f32) {
-    base::Throw(absl::InvalidArgumentError(
-        absl::StrCat(op, ": expected a floating dtype (f32), got ", dtype_name(dtype))));
+  if (!is_floating(dtype)) {
+    base::Throw(absl::InvalidArgumentError(absl::StrCat(
+        op, ": expected a floating dtype (f32, f64, f16 or bf16), got ", dtype_name(dtype))));
   }
 }
 
@@ -93,6 +93,15 @@ Tensor tensor(std::vector<int32_t> data, std::vector<int64_t> shape, std::option
 }
 Tensor tensor(std::vector<int64_t> data, std::vector<int64_t> shape, std::optional<Device> device) {
   return FromVector(data, std::move(shape), DType::i64, device);
+}
+Tensor tensor(const std::vector<double>& data, std::vector<int64_t> shape, DType dtype,
+              std::optional<Device> device) {
+  if (dtype == DType::f64) return FromVector(data, std::move(shape), DType::f64, device);
+  // Converted on the host as cast() converts, then moved.
+  const Tensor wide = FromVector(data, std::move(shape), DType::f64, Device::host());
+  const Tensor narrow = cast(wide, dtype);
+  const Device to = Resolve(device);
+  return to.is_host() ? narrow : narrow.to(to);
 }
 Tensor tensor_bool(std::vector<uint8_t> data, std::vector<int64_t> shape,
                    std::optional<Device> device) {
@@ -121,10 +130,17 @@ Tensor arange(int64_t n, DType dtype, std::optional<Device> device) {
 Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, std::optional<Device> device) {
   CheckRandom(shape, dtype, "randn");
   // Box-Muller on two independent uniforms per element (counters 2i and 2i + 1).
+  // The uniforms are f32 (24 random bits); f64 does the maths in double, f16 and bf16 round
+  // the f32 result.
   const Device d = Resolve(device);
-  const Tensor u1 = Uniform01(shape, seed, 2, 0, d);
-  const Tensor u2 = Uniform01(shape, seed, 2, 1, d);
-  return sqrt(log(u1) * -2.0) * cos(u2 * 6.283185307179586);
+  Tensor u1 = Uniform01(shape, seed, 2, 0, d);
+  Tensor u2 = Uniform01(shape, seed, 2, 1, d);
+  if (dtype == DType::f64) {
+    u1 = cast(u1, DType::f64);
+    u2 = cast(u2, DType::f64);
+  }
+  const Tensor normal = sqrt(log(u1) * -2.0) * cos(u2 * 6.283185307179586);
+  return is_half(dtype) ? cast(normal, dtype) : normal;
 }
 
 Tensor rand(std::vector<int64_t> shape, uint64_t seed, double low, double high, DType dtype,
@@ -135,9 +151,10 @@ Tensor rand(std::vector<int64_t> shape, uint64_t seed, double low, double high, 
                      " and high = ", high)));
   }
   CheckRandom(shape, dtype, "rand");
-  const Tensor u = Uniform01(shape, seed, 1, 0, Resolve(device));
-  if (low == 0 && high == 1) return u;
-  return u * (high - low) + low;
+  Tensor u = Uniform01(shape, seed, 1, 0, Resolve(device));
+  if (dtype == DType::f64) u = cast(u, DType::f64);
+  if (low != 0 || high != 1) u = u * (high - low) + low;
+  return is_half(dtype) ? cast(u, dtype) : u;
 }
 
 Tensor placeholder(std::vector<int64_t> shape, DType dtype, Device device, bool requires_grad) {

@@ -112,7 +112,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   dim = Dim(dim, x.dim(), "scatter_add");
   if (x.dtype() != src.dtype() || x.dtype() == DType::boolean) {
     ThrowInvalid("scatter_add", absl::StrCat("x ", Describe(x), " and src ", Describe(src),
-                                             " must have one numeric dtype (f32, i32 or i64)"));
+                                             " must have one numeric dtype (not bool)"));
   }
   const Shape xs = x.shape();
   const Shape is = index.shape();

@@ -22,14 +22,14 @@ struct FormatDType {
   DType dtype;
 };
 constexpr FormatDType kFormatDTypes[] = {
-    {"F32", DType::f32},      {"I32", DType::i32}, {"I64", DType::i64},
-    {"BOOL", DType::boolean}, {"F16", DType::f16}, {"BF16", DType::bf16},
+    {"F32", DType::f32}, {"I32", DType::i32},   {"I64", DType::i64}, {"BOOL", DType::boolean},
+    {"F16", DType::f16}, {"BF16", DType::bf16}, {"F64", DType::f64},
 };
 
 // Every other dtype of the format: known, but lazycl cannot hold them yet.
 constexpr const char* kOtherFormatDTypes[] = {
-    "F64", "U8",      "I8",      "U16",     "I16",     "U32",     "U64",
-    "F4",  "F6_E2M3", "F6_E3M2", "F8_E4M3", "F8_E5M2", "F8_E8M0", "C64",
+    "U8",      "I8",      "U16",     "I16",     "U32",     "U64", "F4",
+    "F6_E2M3", "F6_E3M2", "F8_E4M3", "F8_E5M2", "F8_E8M0", "C64",
 };
 
 constexpr int kMaxDepth = 16;  // a header is 3 deep; a hostile one must not exhaust the stack

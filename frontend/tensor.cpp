@@ -112,6 +112,10 @@ template <>
 constexpr DType DTypeOf<uint8_t>() {
   return DType::boolean;
 }
+template <>
+constexpr DType DTypeOf<double>() {
+  return DType::f64;
+}
 
 const char* CppName(DType d) { return base::Info(d).cpp; }
 
@@ -205,11 +209,13 @@ template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 template std::vector<uint16_t> Tensor::to_vector<uint16_t>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
 template float Tensor::item<float>() const;
 template int32_t Tensor::item<int32_t>() const;
 template int64_t Tensor::item<int64_t>() const;
 template uint8_t Tensor::item<uint8_t>() const;
 template uint16_t Tensor::item<uint16_t>() const;
+template double Tensor::item<double>() const;
 
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";

@@ -188,7 +188,7 @@ NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
     const double hi = dtype == DType::i32 ? 2147483647.0 : 9223372036854774784.0;
     value = std::isnan(value) ? 0 : std::trunc(std::clamp(value, lo, hi));
   }
-  if (is_floating(dtype) && std::isfinite(value)) {
+  if (is_floating(dtype) && dtype != DType::f64 && std::isfinite(value)) {
     value = std::fabs(value) > std::numeric_limits<float>::max()
                 ? std::copysign(INFINITY, value)
                 : static_cast<double>(static_cast<float>(value));

@@ -32,6 +32,10 @@ std::string Literal(double v, DType d) {
       return absl::StrCat("((ushort)", base::FloatToF16(static_cast<float>(v)), ")");
     case DType::bf16:
       return absl::StrCat("((ushort)", base::FloatToBf16(static_cast<float>(v)), ")");
+    case DType::f64:
+      if (std::isnan(v)) return "((double)NAN)";
+      if (std::isinf(v)) return v > 0 ? "((double)INFINITY)" : "((double)-INFINITY)";
+      return absl::StrFormat("%.17e", v);
   }
   return "0";
 }

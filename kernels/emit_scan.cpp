@@ -43,7 +43,7 @@ KernelSpec EmitScan(const Node& root, BufferRef out, const InputMap& inputs, con
   e.Line(reverse ? absl::StrCat("const idx_t r = ", size, " - 1 - k;") : "const idx_t r = k;");
   dims[axis] = "r";
   const std::string v = e.Eval(x, Index::Multi(dims));
-  if (t == DType::f32) {
+  if (is_floating(t)) {
     e.Line(absl::StrCat("acc += ", v, ";"));
   } else {
     const char* s = t == DType::i32 ? "int" : "long";

@@ -68,16 +68,24 @@ std::string Compare(const ExprArgs& a, const char* op) {
   return absl::StrCat("(uchar)(", a.x[0], " ", op, " ", a.x[1], ")");
 }
 
+// Our own CPU maths (cpu_math.cl) is f32; f64 calls the builtins everywhere.
+bool OwnMath(const ExprArgs& a) { return a.cpu && a.dtype != DType::f64; }
+
+// A floating constant in the expression's dtype: "0.70710678f" for f32, all 17 digits for f64.
+std::string Const(const ExprArgs& a, const char* f32_text, double value) {
+  return a.dtype == DType::f64 ? Literal(value, DType::f64) : f32_text;
+}
+
 // The builtin on GPUs; on CPUs our own, whose definition the kernel then carries.
 const char* Builtin(const char* builtin, CpuMath own, const ExprArgs& a, Calls* calls) {
-  if (!a.cpu) return builtin;
+  if (!OwnMath(a)) return builtin;
   calls->push_back(own);
   return CpuMathName(own);
 }
 
 // erf: on CPUs our lc_erf, which calls lc_exp (defined before it).
 const char* Erf(const ExprArgs& a, Calls* calls) {
-  if (!a.cpu) return "erf";
+  if (!OwnMath(a)) return "erf";
   calls->push_back(CpuMath::kExp);
   calls->push_back(CpuMath::kErf);
   return CpuMathName(CpuMath::kErf);
@@ -85,7 +93,7 @@ const char* Erf(const ExprArgs& a, Calls* calls) {
 
 // sin and cos: on CPUs our lc_sin and lc_cos, which call lc_sincos (defined before them).
 const char* SinCos(const char* builtin, CpuMath own, const ExprArgs& a, Calls* calls) {
-  if (!a.cpu) return builtin;
+  if (!OwnMath(a)) return builtin;
   calls->push_back(CpuMath::kSinCos);
   calls->push_back(own);
   return CpuMathName(own);
@@ -110,8 +118,9 @@ std::string Convert(const std::string& x, DType from, DType to, Calls* calls) {
     return Convert(absl::StrCat(CpuMathName(f), "(", x, ")"), DType::f32, to, calls);
   }
   if (to == DType::boolean) return absl::StrCat("(uchar)(", x, " != ", Zero(from), ")");
-  if (from == DType::f32 && to == DType::i32) return absl::StrCat("convert_int_sat(", x, ")");
-  if (from == DType::f32 && to == DType::i64) return absl::StrCat("convert_long_sat(", x, ")");
+  const bool floating = from == DType::f32 || from == DType::f64;
+  if (floating && to == DType::i32) return absl::StrCat("convert_int_sat(", x, ")");
+  if (floating && to == DType::i64) return absl::StrCat("convert_long_sat(", x, ")");
   return absl::StrCat("(", CType(to), ")(", x, ")");
 }
 
@@ -148,7 +157,7 @@ constexpr OpExprRow kOpExprs[] = {
      }},
     {Op::kAbs,
      [](const ExprArgs& a, Calls*) {
-       if (a.dtype == DType::f32) return Call("fabs", a);
+       if (a.dtype == DType::f32 || a.dtype == DType::f64) return Call("fabs", a);
        const std::string zero = Zero(a.dtype);
        return absl::StrCat(a.x[0], " < ", zero, " ? ", Wrapping(zero, "-", a.x[0], a.dtype), " : ",
                            a.x[0]);
@@ -164,9 +173,9 @@ constexpr OpExprRow kOpExprs[] = {
     {Op::kMul, [](const ExprArgs& a, Calls*) { return Arithmetic(a, "*"); }},
     {Op::kDiv, [](const ExprArgs& a, Calls*) { return absl::StrCat(a.x[0], " / ", a.x[1]); }},
     {Op::kMaximum,
-     [](const ExprArgs& a, Calls*) { return Call(a.dtype == DType::f32 ? "fmax" : "max", a); }},
+     [](const ExprArgs& a, Calls*) { return Call(is_floating(a.dtype) ? "fmax" : "max", a); }},
     {Op::kMinimum,
-     [](const ExprArgs& a, Calls*) { return Call(a.dtype == DType::f32 ? "fmin" : "min", a); }},
+     [](const ExprArgs& a, Calls*) { return Call(is_floating(a.dtype) ? "fmin" : "min", a); }},
     {Op::kPow, [](const ExprArgs& a, Calls*) { return Call("pow", a); }},
     {Op::kLt, [](const ExprArgs& a, Calls*) { return Compare(a, CompareOperator(Op::kLt)); }},
     {Op::kLe, [](const ExprArgs& a, Calls*) { return Compare(a, CompareOperator(Op::kLe)); }},
@@ -194,8 +203,8 @@ constexpr OpExprRow kOpExprs[] = {
      }},
     {Op::kGelu,  // x Phi(x) = x (1 + erf(x / sqrt 2)) / 2
      [](const ExprArgs& a, Calls* c) {
-       return absl::StrCat("0.5f * ", a.x[0], " * (1.0f + ", Erf(a, c), "(", a.x[0],
-                           " * 0.70710678f))");
+       return absl::StrCat("0.5f * ", a.x[0], " * (1.0f + ", Erf(a, c), "(", a.x[0], " * ",
+                           Const(a, "0.70710678f", 0.70710678118654752), "))");
      }},
     // x (1 + tanh(u)) / 2 with u = sqrt(2 / pi) (x + 0.044715 x^3), written as x sigmoid(2u) =
     // x / (1 + exp(-2u)): no cancellation in 1 + tanh(u) for negative x, and -0 (not a tanh a
@@ -203,8 +212,9 @@ constexpr OpExprRow kOpExprs[] = {
     {Op::kGeluTanh,
      [](const ExprArgs& a, Calls* c) {
        const std::string& x = a.x[0];
-       return absl::StrCat(x, " / (1.0f + ", Exp(a, c), "(-1.5957691216f * (", x, " + 0.044715f * ",
-                           x, " * ", x, " * ", x, ")))");
+       return absl::StrCat(x, " / (1.0f + ", Exp(a, c), "(",
+                           Const(a, "-1.5957691216f", -1.5957691216057308), " * (", x, " + ",
+                           Const(a, "0.044715f", 0.044715), " * ", x, " * ", x, " * ", x, ")))");
      }},
     {Op::kMin, nullptr},
     {Op::kProd, nullptr},
@@ -222,7 +232,7 @@ static_assert(std::size(kOpExprs) == kOpCount, "one row per op of LAZYCL_OPS");
 struct ReduceRow {
   Op op;
   const char* infix;         // "+": a + b, acc += v; nullptr: a function
-  const char* f32_function;  // fmax(a, b) for f32
+  const char* f32_function;  // fmax(a, b) for f32 and f64
   const char* function;      // max(a, b) for the other dtypes
   std::string (*identity)(DType);
   // Where set, the combination itself (the infix and functions unused): Prod's integer products
@@ -236,6 +246,7 @@ constexpr ReduceRow kReduces[] = {
      [](DType t) -> std::string {
        switch (t) {
          case DType::f32:
+         case DType::f64:
            return "NAN";  // fmax skips NaN: the first value replaces it
          case DType::i32:
            return "INT_MIN";
@@ -254,6 +265,7 @@ constexpr ReduceRow kReduces[] = {
      [](DType t) -> std::string {
        switch (t) {
          case DType::f32:
+         case DType::f64:
            return "NAN";  // fmin skips NaN: the first value replaces it
          case DType::i32:
            return "INT_MAX";
@@ -310,7 +322,7 @@ std::string ReduceCombine(Op op, DType t, const std::string& a, const std::strin
     std::string text = absl::StrCat(a, " ", r.infix, " ", b);
     return grouped ? absl::StrCat("(", text, ")") : text;
   }
-  return absl::StrCat(t == DType::f32 ? r.f32_function : r.function, "(", a, ", ", b, ")");
+  return absl::StrCat(is_floating(t) ? r.f32_function : r.function, "(", a, ", ", b, ")");
 }
 
 std::string ReduceAccumulate(Op op, DType t, const std::string& acc, const std::string& v) {

@@ -129,6 +129,14 @@ absl::StatusOr<kernels::Target> TargetOf(backend::Device& device, const kernels:
                 device.info().type != base::DeviceType::kGpu);
   if (device.info().max_param_bytes > 0) target.max_param_bytes = device.info().max_param_bytes;
   target.compute_units = device.info().compute_units;
+  const bool f64 = std::any_of(graph.nodes.begin(), graph.nodes.end(),
+                               [](const Node* n) { return n->dtype == DType::f64; });
+  if (f64 && !device.info().fp64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "f64 needs a device with double precision (cl_khr_fp64); ", device.info().device_name, " (",
+        device.info().platform_name,
+        ") does not report it: cast to f32, or compute this on the host (Device::host())"));
+  }
   // The f32 CPU matmul's blocking is chosen (maybe timed) on the first graph that has one.
   const bool f32_matmul = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node* n) {
     return n->op == ir::Op::kMatmul && n->dtype == DType::f32;
@@ -403,6 +411,8 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
           case DType::i32:
           case DType::boolean:
             return backend::KernelArg::Int32(static_cast<int32_t>(v));
+          case DType::f64:
+            return backend::KernelArg::Float64(v);
           case DType::f16:
           case DType::bf16:
             break;  // half scalars are f32 after ir::ComputeHalfInF32

@@ -43,7 +43,7 @@ using Bool = uint8_t;  // the element type of DType::boolean, always 0 or 1
 // leaves and Casts of them to evaluate (EvalCast converts).
 using Half = uint16_t;
 using Array = std::variant<std::vector<float>, std::vector<int32_t>, std::vector<int64_t>,
-                           std::vector<Bool>, std::vector<Half>>;
+                           std::vector<Bool>, std::vector<Half>, std::vector<double>>;
 
 template <typename T>
 struct Tag {
@@ -65,6 +65,8 @@ Array WithType(DType dtype, F&& f) {
     case DType::f16:
     case DType::bf16:
       return f(Tag<Half>{});
+    case DType::f64:
+      return f(Tag<double>{});
   }
   LAZYCL_CHECK(false, "unknown dtype %d", static_cast<int>(dtype));
   return {};
@@ -79,7 +81,7 @@ const std::vector<T>& As(const Array& a) {
 
 // The element types an op takes, as constraints on its host function.
 template <typename T>
-concept Float = std::same_as<T, float>;
+concept Float = std::same_as<T, float> || std::same_as<T, double>;
 template <typename T>
 concept Int = std::same_as<T, int32_t> || std::same_as<T, int64_t>;
 template <typename T>
@@ -198,14 +200,18 @@ std::vector<T> EvalView(const Node& node, const std::vector<T>& in) {
   return out;
 }
 
-// Sums and matmul dot products accumulate in double for f32 (rounded once at the end) and in
-// the unsigned type for integers (so they wrap).
+// Sums and matmul dot products accumulate in double for f32 (rounded once at the end) and f64,
+// and in the unsigned type for integers (so they wrap).
 template <typename T>
 struct AccumulatorOf {
   using type = std::make_unsigned_t<T>;
 };
 template <>
 struct AccumulatorOf<float> {
+  using type = double;
+};
+template <>
+struct AccumulatorOf<double> {
   using type = double;
 };
 template <typename T>
@@ -562,7 +568,7 @@ constexpr HostRow kHostRows[] = {
     {Op::kLog, Scalar([](Float auto x) { return std::log(x); })},
     {Op::kSqrt, Scalar([](Float auto x) { return std::sqrt(x); })},
     {Op::kTanh, Scalar([](Float auto x) { return std::tanh(x); })},
-    {Op::kSigmoid, Scalar([](Float auto x) { return 1.0f / (1.0f + std::exp(-x)); })},
+    {Op::kSigmoid, Scalar([]<Float T>(T x) -> T { return T{1} / (T{1} + std::exp(-x)); })},
     {Op::kRelu, Scalar([]<Number T>(T x) { return x > 0 ? x : T{0}; })},
     {Op::kAbs, Scalar([]<Number T>(T x) -> T {
        if constexpr (Float<T>) return std::fabs(x);
@@ -603,11 +609,15 @@ constexpr HostRow kHostRows[] = {
     {Op::kGather, &EvalGather},
     {Op::kScatterAdd, &EvalScatterAdd},
     // mathops block
-    {Op::kRsqrt, Scalar([](Float auto x) { return 1.0f / std::sqrt(x); })},
-    {Op::kSilu, Scalar([](Float auto x) { return x / (1.0f + std::exp(-x)); })},
-    {Op::kGelu, Scalar([](Float auto x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678f)); })},
-    {Op::kGeluTanh, Scalar([](Float auto x) {
-       return x / (1.0f + std::exp(-1.5957691216f * (x + 0.044715f * x * x * x)));
+    {Op::kRsqrt, Scalar([]<Float T>(T x) -> T { return T{1} / std::sqrt(x); })},
+    {Op::kSilu, Scalar([]<Float T>(T x) -> T { return x / (T{1} + std::exp(-x)); })},
+    // The constants as T: for f32 the same floats as 0.70710678f and friends.
+    {Op::kGelu, Scalar([]<Float T>(T x) -> T {
+       return T{0.5} * x * (T{1} + std::erf(x * static_cast<T>(0.70710678118654752)));
+     })},
+    {Op::kGeluTanh, Scalar([]<Float T>(T x) -> T {
+       return x / (T{1} + std::exp(static_cast<T>(-1.5957691216057308) *
+                                   (x + static_cast<T>(0.044715) * x * x * x)));
      })},
     {Op::kMin, &EvalReduce<MinRule>},
     {Op::kProd, &EvalReduce<ProdRule>},

@@ -56,6 +56,10 @@ Case MakeCase(Device device) {
     add("i64" + suffix, tensor(l, shape, device), Raw(l));
     auto b = RandomBool(n, seed++);
     add("bool" + suffix, tensor_bool(b, shape, device), Raw(b));
+    // f64: the f32 values, widened, plus a third so the low bits are not zero.
+    std::vector<double> d(f.begin(), f.end());
+    for (double& x : d) x += 1.0 / 3.0;
+    add("f64" + suffix, tensor(d, shape, DType::f64, device), Raw(d));
     // f16 and bf16: cast from f32 (every special value included), saved as their bits.
     for (DType half : {DType::f16, DType::bf16}) {
       const Tensor h = cast(tensor(f, shape, device), half);
@@ -238,9 +242,9 @@ TEST_F(CheckpointTest, BrokenFilesAreClearErrorsNamingTheFile) {
       {good.substr(0, 20), {"past the end of the file"}},
       {FileBytes("{\"w\": ", ""), {"not valid JSON"}},
       {FileBytes("[]", ""), {"not a JSON object"}},
-      {FileBytes(R"({"w": {"dtype": "F64", "shape": [4], "data_offsets": [0, 32]}})",
+      {FileBytes(R"({"w": {"dtype": "C64", "shape": [4], "data_offsets": [0, 32]}})",
                  std::string(32, '\0')),
-       {"tensor 'w' has dtype F64, which lazycl cannot hold yet"}},
+       {"tensor 'w' has dtype C64, which lazycl cannot hold yet"}},
       {FileBytes(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
                      "v": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
                  std::string(12, '\0')),

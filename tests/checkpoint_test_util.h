@@ -92,6 +92,8 @@ inline std::string BytesOf(const Tensor& t) {
     case DType::f16:
     case DType::bf16:
       return Raw(t.to_vector<uint16_t>());
+    case DType::f64:
+      return Raw(t.to_vector<double>());
   }
   return "";
 }

@@ -298,5 +298,62 @@ TEST_P(HalfTest, GradientsScanAndPlaceholders) {
 INSTANTIATE_TEST_SUITE_P(Halves, HalfTest, ::testing::Values(DType::bf16, DType::f16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// f64: values, promotion, reads and random numbers. (JAX x64 checks the ops themselves:
+// reference_test's f64 cases.)
+TEST(F64Test, ValuesKeepEveryBitOnTheDeviceAndTheHost) {
+  const std::vector<double> v = {0.1, 1.0 / 3.0, 1e-300, -2.5e300, 123456789.123456789, -0.0};
+  for (Device d : {Device::host(), kCl}) {
+    SCOPED_TRACE(d.str());
+    const Tensor x = tensor(v, {2, 3}, DType::f64, d);
+    EXPECT_EQ(x.dtype(), DType::f64);
+    const std::vector<double> back = x.to_vector<double>();
+    ASSERT_EQ(back.size(), v.size());
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(std::signbit(back[i]), std::signbit(v[i]));
+    EXPECT_EQ(back, v);
+    // Arithmetic in double: 0.1 + 0.2 is 0.30000000000000004, not f32's 0.3.
+    const Tensor s = tensor({0.1}, {1}, DType::f64, d) + 0.2;
+    EXPECT_EQ(s.item<double>(), 0.1 + 0.2);
+    EXPECT_EQ((x * 3.0).to_vector<double>()[1], (1.0 / 3.0) * 3.0);
+    // A number keeps all its digits as a kernel argument.
+    EXPECT_EQ(full({1}, 0.1, DType::f64, d).item<double>(), 0.1);
+    // A sum of doubles keeps what f32 loses: 1 + 1e-10 is 1 in f32.
+    EXPECT_EQ(sum(tensor({1.0, 1e-10}, {2}, DType::f64, d)).item<double>(), 1.0 + 1e-10);
+  }
+}
+
+TEST(F64Test, PromotionAndReads) {
+  const Tensor x = ones({2}, DType::f64, kCl);
+  EXPECT_EQ((x + ones({2}, DType::f32, kCl)).dtype(), DType::f64);
+  EXPECT_EQ((x + ones({2}, DType::i64, kCl)).dtype(), DType::f64);
+  EXPECT_EQ((x + cast(ones({2}, DType::f32, kCl), DType::bf16)).dtype(), DType::f64);
+  EXPECT_EQ(promote(DType::f16, DType::f64), DType::f64);
+  EXPECT_EQ(dtype_size(DType::f64), 8u);
+  EXPECT_TRUE(is_floating(DType::f64));
+  EXPECT_TRUE(Has(ErrorOf([&] { x.to_vector<float>(); }), "to_vector<double>()"));
+  EXPECT_TRUE(Has(ErrorOf([&] { ones({2}, DType::f32, kCl).to_vector<double>(); }), "f32"));
+  // tensor() from doubles into other dtypes converts as cast() does.
+  EXPECT_EQ(tensor({2.7, -2.7}, {2}, DType::i32, kCl).to_vector<int32_t>(),
+            (std::vector<int32_t>{2, -2}));
+  EXPECT_EQ(tensor({0.1}, {1}, DType::f32).item<float>(), 0.1f);
+}
+
+TEST(F64Test, RandomNumbersAgreeOnHostAndDeviceAndFollowTheF32Stream) {
+  const std::vector<double> h = randn({1000}, 5, DType::f64, Device::host()).to_vector<double>();
+  const std::vector<double> d = randn({1000}, 5, DType::f64, kCl).to_vector<double>();
+  const std::vector<float> f = randn({1000}, 5, DType::f32, Device::host()).to_vector<float>();
+  double mean = 0;
+  for (size_t i = 0; i < h.size(); ++i) {
+    EXPECT_NEAR(d[i], h[i], 1e-13 * (1 + std::fabs(h[i]))) << i;
+    EXPECT_NEAR(h[i], f[i], 1e-5 * (1 + std::fabs(h[i]))) << i;  // the same uniforms
+    mean += h[i] / 1000;
+  }
+  EXPECT_LT(std::fabs(mean), 0.1);
+  const std::vector<double> u = rand({100}, 6, -1, 3, DType::f64, kCl).to_vector<double>();
+  for (double x : u) {
+    EXPECT_GE(x, -1);
+    EXPECT_LT(x, 3);
+  }
+}
+
 }  // namespace
 }  // namespace lazycl

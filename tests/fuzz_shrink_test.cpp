@@ -140,7 +140,8 @@ TEST(FuzzGraphTest, GraphsHaveCallsAndScansThatRunOnTheDevice) {
       const std::vector<Tensor> dev = Interpret(g, seed, 1, cl);
       for (size_t i = 0; i < g.size(); ++i) {
         EXPECT_EQ(dev[i].device(), cl) << i;
-        EXPECT_EQ(Mismatch(host[i], dev[i]), "") << StepString(g[i], static_cast<int>(i));
+        EXPECT_EQ(Mismatch(host[i], dev[i], F32Ancestry(g, i)), "")
+            << StepString(g[i], static_cast<int>(i));
       }
     }
   }
@@ -205,7 +206,8 @@ TEST(FuzzGraphTest, EveryKindAndDTypeIsGenerated) {
   }
   for (int k = 0; k <= static_cast<int>(Kind::kScan); ++k)
     EXPECT_TRUE(kinds.count(static_cast<Kind>(k))) << "kind " << k << " never generated";
-  for (DType t : {DType::f32, DType::i32, DType::i64, DType::boolean, DType::f16, DType::bf16})
+  for (DType t :
+       {DType::f32, DType::i32, DType::i64, DType::boolean, DType::f16, DType::bf16, DType::f64})
     EXPECT_TRUE(dtypes.count(t)) << dtype_name(t) << " never generated";
 }
 

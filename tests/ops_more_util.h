@@ -106,6 +106,8 @@ inline std::vector<double> AsDoubles(const Tensor& t) {
       std::vector<uint8_t> v = t.to_vector<uint8_t>();
       return {v.begin(), v.end()};
     }
+    case DType::f64:
+      return t.to_vector<double>();
   }
   return {};
 }

@@ -24,7 +24,7 @@ struct HostTensor {
   std::string name;
   DType dtype = DType::f32;
   std::vector<int64_t> shape;
-  std::vector<double> values;  // exact for f32 and for integers up to 2^53
+  std::vector<double> values;  // exact for f32, f64 and integers up to 2^53
 };
 
 struct Case {
@@ -44,6 +44,7 @@ DType ParseDType(const std::string& s) {
   if (s == "i32") return DType::i32;
   if (s == "i64") return DType::i64;
   if (s == "bool") return DType::boolean;
+  if (s == "f64") return DType::f64;
   ADD_FAILURE() << "unknown dtype in the cases file: " << s;
   return DType::f32;
 }
@@ -126,6 +127,8 @@ Tensor ToTensor(const HostTensor& h, Device device) {
       return tensor(std::vector<int64_t>(h.values.begin(), h.values.end()), h.shape, device);
     case DType::boolean:
       return tensor_bool(std::vector<uint8_t>(h.values.begin(), h.values.end()), h.shape, device);
+    case DType::f64:
+      return tensor(h.values, h.shape, DType::f64, device);
     default:
       ADD_FAILURE() << "no host values for dtype " << dtype_name(h.dtype);
       return {};
@@ -150,6 +153,8 @@ std::vector<double> Values(const Tensor& t) {
       std::vector<uint8_t> v = t.to_vector<uint8_t>();
       return {v.begin(), v.end()};
     }
+    case DType::f64:
+      return t.to_vector<double>();
     default:
       ADD_FAILURE() << "cannot read dtype " << dtype_name(t.dtype());
       return {};
@@ -364,7 +369,7 @@ void ExpectMatches(const std::string& what, const Tensor& got, const HostTensor&
   ASSERT_EQ(dtype_name(got.dtype()), dtype_name(want.dtype));
   const std::vector<double> values = Values(got);
   ASSERT_EQ(values.size(), want.values.size());
-  const bool exact = want.dtype != DType::f32 || (c.rtol == 0 && c.atol == 0);
+  const bool exact = !is_floating(want.dtype) || (c.rtol == 0 && c.atol == 0);
   int reported = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     const double g = values[i];
@@ -411,7 +416,7 @@ void RunCase(const Case& c, Device device) {
   Tensor loss;
   size_t next_ct = 0;
   for (const Tensor& o : outs) {
-    if (o.dtype() != DType::f32) continue;
+    if (o.dtype() != DType::f32 && o.dtype() != DType::f64) continue;
     ASSERT_LT(next_ct, c.cotangents.size());
     Tensor term = sum(o * ToTensor(c.cotangents[next_ct++], device));
     loss = loss.defined() ? loss + term : term;

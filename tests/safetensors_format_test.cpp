@@ -161,10 +161,10 @@ TEST(SafetensorsFormat, MalformedAndHostileHeadersAreClearErrors) {
       {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
        8,
        {"[4, 8)", "belong to no tensor"}},
-      {R"({"w": {"dtype": "F64", "shape": [2], "data_offsets": [0, 16]}})",
+      {R"({"w": {"dtype": "C64", "shape": [2], "data_offsets": [0, 16]}})",
        16,
-       {"tensor 'w' has dtype F64, which lazycl cannot hold yet (supported: F32, I32, I64, "
-        "BOOL, F16, BF16)"}},
+       {"tensor 'w' has dtype C64, which lazycl cannot hold yet (supported: F32, I32, I64, "
+        "BOOL, F16, BF16, F64)"}},
       {R"({"w": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}})",
        2,
        {"tensor 'w'", "U8", "cannot hold yet"}},

@@ -12,7 +12,8 @@ Usage: cases.py OUT. Writes a text file of cases, each
     tol RTOL ATOL             (|got - want| <= RTOL |want| + ATOL; "tol 0 0" is bit-exact)
     end
 
-Floats are written with 9 significant digits, which round-trips float32 exactly. OP is the
+Floats are written with 9 significant digits, which round-trips float32 exactly (17 for
+float64, which round-trips a double). OP is the
 lazycl function's name; reference_test maps it (and the attrs) to the call.
 """
 
@@ -40,9 +41,13 @@ def f32(rng, *shape, lo=-2.0, hi=2.0):
     return rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 
+def f64(rng, *shape, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float64)
+
+
 def dtype_name(a):
     return {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
-            np.dtype(np.bool_): "bool"}[np.asarray(a).dtype]
+            np.dtype(np.bool_): "bool", np.dtype(np.float64): "f64"}[np.asarray(a).dtype]
 
 
 def tensor_line(tag, a, name=None):
@@ -51,6 +56,8 @@ def tensor_line(tag, a, name=None):
     head += [str(d) for d in a.shape]
     if a.dtype == np.float32:
         vals = ["%.9g" % v for v in a.reshape(-1)]
+    elif a.dtype == np.float64:
+        vals = ["%.17g" % v for v in a.reshape(-1)]
     else:
         vals = [str(int(v)) for v in a.reshape(-1)]
     return " ".join(head + vals)
@@ -78,13 +85,15 @@ def emit(c, out):
         lines.append("attr %s %s" % (k, attr_text(v)))
     for n, a in zip(names, arrays):
         lines.append(tensor_line("in", a, n))
+    wide = any(a.dtype == np.float64 for a in arrays)
     for r in results:
-        if r.dtype == np.float64:
+        if r.dtype == np.float64 and not wide:
             raise SystemExit("case %s: JAX gave float64; make the inputs float32" % c["name"])
         lines.append(tensor_line("out", r))
     if c["grad"]:
-        floating = [i for i, r in enumerate(results) if r.dtype == np.float32]
-        cts = [rng.uniform(-1, 1, size=results[i].shape).astype(np.float32) for i in floating]
+        floating = [i for i, r in enumerate(results) if r.dtype in (np.float32, np.float64)]
+        cts = [rng.uniform(-1, 1, size=results[i].shape).astype(results[i].dtype)
+               for i in floating]
         for ct in cts:
             lines.append(tensor_line("ct", ct))
         wrt = [names.index(n) for n in c["grad"]]
@@ -99,8 +108,8 @@ def emit(c, out):
 
         grads = jax.grad(loss, argnums=tuple(range(len(wrt))))(
             *[jnp.asarray(arrays[i]) for i in wrt])
-        for n, g in zip(c["grad"], grads):
-            lines.append(tensor_line("grad", np.asarray(g, dtype=np.float32), n))
+        for n, g, i in zip(c["grad"], grads, wrt):
+            lines.append(tensor_line("grad", np.asarray(g, dtype=arrays[i].dtype), n))
     lines.append("tol %g %g" % c["tol"])
     lines.append("end")
     out.write("\n".join(lines) + "\n")
@@ -355,6 +364,51 @@ def mathops_cases():
     case("gt_scalar", "gt_scalar", lambda t: t > 0.25, [("x", x)], attrs=dict(value=0.25))
 
 
+def f64_cases():
+    """Double precision: the same ops on float64 inputs, compared within 1e-12 (the device's
+    libm and XLA's differ by an ulp or two)."""
+    rng = np.random.default_rng(9)
+    x = f64(rng, 3, 1, 5)
+    pos = f64(rng, 4, 5, lo=0.1, hi=3.0)
+    tol = (1e-12, 1e-14)
+    for op, fn, a in [("exp", jnp.exp, x), ("log", jnp.log, pos), ("sqrt", jnp.sqrt, pos),
+                      ("tanh", jnp.tanh, x), ("sigmoid", jax.nn.sigmoid, x),
+                      ("erf", jax.scipy.special.erf, x), ("sin", jnp.sin, x),
+                      ("cos", jnp.cos, x), ("silu", jax.nn.silu, x), ("rsqrt", jax.lax.rsqrt, pos)]:
+        case(op + "_f64", op, fn, [("x", a)], grad=("x",), tol=tol)
+    case("gelu_f64", "gelu", lambda t: jax.nn.gelu(t, approximate=False), [("x", x)],
+         attrs=dict(approximate_tanh=False), grad=("x",), tol=tol)
+    case("gelu_tanh_f64", "gelu", lambda t: jax.nn.gelu(t, approximate=True), [("x", x)],
+         attrs=dict(approximate_tanh=True), grad=("x",), tol=tol)
+    a, b = f64(rng, 4, 1, 3), f64(rng, 5, 1, lo=0.5, hi=2.0)
+    case("div_f64", "div", jnp.divide, [("a", a), ("b", b)], grad=("a", "b"), tol=tol)
+    case("pow_f64", "pow", jnp.power, [("a", f64(rng, 3, 4, lo=0.5, hi=2.0)),
+                                       ("b", f64(rng, 4, lo=-1.5, hi=1.5))],
+         grad=("a", "b"), tol=tol)
+    case("add_f64_f32", "add", jnp.add, [("a", a), ("b", f32(rng, 5, 1))], grad=("a",), tol=tol)
+    r = f64(rng, 3, 4, 5)
+    case("sum_f64", "sum", lambda t: jnp.sum(t, axis=(0, 2)), [("x", r)],
+         attrs=dict(dims=[0, 2], keepdim=False), grad=("x",), tol=tol)
+    case("max_f64", "max", lambda t: jnp.max(t, axis=1, keepdims=True), [("x", r)],
+         attrs=dict(dims=[1], keepdim=True), grad=("x",), tol=tol)
+    case("prod_f64", "prod", lambda t: jnp.prod(t, axis=2), [("x", r)],
+         attrs=dict(dims=[2], keepdim=False), grad=("x",), tol=tol)
+    case("cumsum_f64", "cumsum", lambda t: jnp.cumsum(t, axis=1), [("x", r)], attrs=dict(dim=1),
+         grad=("x",), tol=tol)
+    case("softmax_f64", "softmax", lambda t: jax.nn.softmax(t, axis=-1), [("x", f64(rng, 4, 7))],
+         attrs=dict(dim=-1), grad=("x",), tol=tol)
+    case("log_softmax_f64", "log_softmax", lambda t: jax.nn.log_softmax(t, axis=-1),
+         [("x", f64(rng, 4, 7))], attrs=dict(dim=-1), grad=("x",), tol=tol)
+    case("matmul_f64", "matmul", jnp.matmul, [("a", f64(rng, 7, 13)), ("b", f64(rng, 13, 5))],
+         grad=("a", "b"), tol=tol)
+    case("matmul_batched_f64", "matmul", jnp.matmul,
+         [("a", f64(rng, 2, 1, 4, 6)), ("b", f64(rng, 3, 6, 2))], grad=("a", "b"), tol=tol)
+    ties = np.array([[1, 3, 3, 0], [2, 2, 2, 2], [-1, -5, 7, 7]], np.float64)
+    case("argmax_f64", "argmax", lambda t: jnp.argmax(t, axis=1), [("x", ties)],
+         attrs=dict(dim=1, keepdim=False))
+    case("exp_f64_size0", "exp", jnp.exp, [("x", f64(rng, 2, 0, 3))], grad=("x",), tol=tol)
+
+
 unary_cases()
 binary_cases()
 reduction_cases()
@@ -363,6 +417,7 @@ view_cases()
 indexing_cases()
 nn_cases()
 mathops_cases()
+f64_cases()
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:

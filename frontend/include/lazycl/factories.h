@@ -15,6 +15,10 @@ namespace lazycl {
 Tensor tensor(std::vector<float> data, std::vector<int64_t> shape, std::optional<Device> = {});
 Tensor tensor(std::vector<int32_t> data, std::vector<int64_t> shape, std::optional<Device> = {});
 Tensor tensor(std::vector<int64_t> data, std::vector<int64_t> shape, std::optional<Device> = {});
+// Values given as doubles, stored as `dtype` (f64 exactly; the others converted as cast()
+// converts): tensor({0.1, 0.2}, {2}, DType::f64).
+Tensor tensor(const std::vector<double>& data, std::vector<int64_t> shape, DType dtype,
+              std::optional<Device> = {});
 // A bool tensor from bytes (0 false, anything else true).
 Tensor tensor_bool(std::vector<uint8_t> data, std::vector<int64_t> shape,
                    std::optional<Device> = {});

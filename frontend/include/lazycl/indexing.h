@@ -36,7 +36,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& ids);
 // torch.scatter_add (out of place): x with every src[j..] added at x[j.. with j_dim =
 // index[j..]]. index, src and x have one rank; index's dims are at most src's, and at most x's
 // outside `dim` (only the leading index-shaped part of src is read). x and src must have one
-// numeric dtype (f32, i32 or i64). Integer sums wrap.
+// numeric dtype (not bool). Integer sums wrap; f16 and bf16 add in f32 and round once.
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 
 // PyTorch's one_hot: integer ids -> i64 tensor of shape ids.shape + [classes], 1 where the

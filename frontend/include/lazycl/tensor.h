@@ -35,8 +35,8 @@ class Tensor {
   Tensor to(Device device) const;
 
   // Runs pending work and reads the data back (a counted transfer for device tensors). T must
-  // match the dtype: float for f32, int32_t, int64_t, uint8_t for bool; f16 and bf16 read as
-  // float (converted exactly) or as uint16_t (their bits).
+  // match the dtype: float for f32, double for f64, int32_t, int64_t, uint8_t for bool; f16 and
+  // bf16 read as float (converted exactly) or as uint16_t (their bits).
   template <class T>
   std::vector<T> to_vector() const;
   // The single element of a one-element tensor.
@@ -77,11 +77,13 @@ extern template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 extern template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 extern template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 extern template std::vector<uint16_t> Tensor::to_vector<uint16_t>() const;
+extern template std::vector<double> Tensor::to_vector<double>() const;
 extern template float Tensor::item<float>() const;
 extern template int32_t Tensor::item<int32_t>() const;
 extern template int64_t Tensor::item<int64_t>() const;
 extern template uint8_t Tensor::item<uint8_t>() const;
 extern template uint16_t Tensor::item<uint16_t>() const;
+extern template double Tensor::item<double>() const;
 
 // Runs the pending work of every tensor in `tensors` as one graph, without reading back.
 void sync(const std::vector<Tensor>& tensors);
