@@ -213,20 +213,22 @@ class Generator {
     return s;
   }
   DType RandomDType() {
-    const int r = Uniform(0, 11);
+    const int r = Uniform(0, 12);
     return r < 7    ? DType::f32
            : r < 9  ? DType::i32
            : r < 10 ? DType::boolean
            : r < 11 ? DType::f16
-                    : DType::bf16;
+           : r < 12 ? DType::bf16
+                    : DType::f64;
   }
 
   // The library's promotion of two numeric dtypes (PyTorch's): f32 if either is, else i64 if
   // either is (sums of integers are i64), else i32. A wrong guess here made later steps wrong: a
   // scatter_add whose src was drawn as f32 for an x that is i64 (seed 2026, graph 13664).
-  // bool < i32 < i64 < f16, bf16 < f32, and f16 with bf16 gives f32; bool with bool gives
+  // bool < i32 < i64 < f16, bf16 < f32 < f64, and f16 with bf16 gives f32; bool with bool gives
   // i32 in the arithmetic ops that take them.
   static DType Promote(DType a, DType b) {
+    if (a == DType::f64 || b == DType::f64) return DType::f64;
     if (a == DType::f32 || b == DType::f32) return DType::f32;
     if (is_half(a) && is_half(b)) return a == b ? a : DType::f32;
     if (is_half(a)) return a;
@@ -234,8 +236,8 @@ class Generator {
     if (a == DType::i64 || b == DType::i64) return DType::i64;
     return DType::i32;
   }
-  // The dtype floating maths on `t` gives: 16-bit floats stay, the rest compute in f32.
-  static DType FloatOf(DType t) { return is_half(t) ? t : DType::f32; }
+  // The dtype floating maths on `t` gives: 16-bit floats and f64 stay, the rest compute in f32.
+  static DType FloatOf(DType t) { return is_floating(t) ? t : DType::f32; }
 
   int Add(Step s) {
     steps_.push_back(std::move(s));
@@ -302,11 +304,14 @@ class Generator {
       s.a = PickNumeric();
       s.which = Uniform(0, static_cast<int>(std::size(kUnaryNames)) - 1);
       s.shape = At(s.a).shape;
-      // neg, relu and abs keep integers; the others compute in f32 (16-bit floats stay), but
-      // dropout's f32 cast and x + an f32 randn.
+      // neg, relu and abs keep integers; the others compute in f32 (16-bit floats and f64
+      // stay), but dropout's f32 cast and x + an f32 randn (promoted).
       const bool keeps = s.which == 0 || s.which == 6 || s.which == 7;
       const DType t = At(s.a).dtype;
-      s.dtype = keeps ? t : s.which == 11 || s.which == 12 ? DType::f32 : FloatOf(t);
+      s.dtype = keeps           ? t
+                : s.which == 11 ? DType::f32
+                : s.which == 12 ? Promote(t, DType::f32)
+                                : FloatOf(t);
       Add(s);
     } else if (r < 36) {
       Step s{Kind::kBinary};
@@ -426,7 +431,7 @@ class Generator {
       y.push_back(x.back());
       y.push_back(Chance(0.5) ? DimA() : DimB());
       const DType ta = At(s.a).dtype;
-      const DType tb = ta == DType::i32 || is_half(ta) ? ta : DType::f32;
+      const DType tb = ta == DType::i32 || is_floating(ta) ? ta : DType::f32;
       s.b = AddInput(y, tb);
       s.shape = Broadcast(SymShape(x.begin(), x.end() - 2), SymShape(y.begin(), y.end() - 2));
       s.shape.push_back(x[x.size() - 2]);
@@ -551,9 +556,9 @@ class Generator {
     } else if (r < 23) {
       Step s{Kind::kCast};
       s.a = Pick();
-      static constexpr DType kTo[] = {DType::f32,     DType::i32, DType::i64,
-                                      DType::boolean, DType::f16, DType::bf16};
-      s.dtype = kTo[Uniform(0, 5)];
+      static constexpr DType kTo[] = {DType::f32, DType::i32,  DType::i64, DType::boolean,
+                                      DType::f16, DType::bf16, DType::f64};
+      s.dtype = kTo[Uniform(0, 6)];
       s.shape = At(s.a).shape;
       Add(s);
     } else if (r < 25) {
@@ -647,9 +652,9 @@ class Generator {
     if (dims.empty()) return;
     const int dim = dims[Uniform(0, static_cast<int>(dims.size()) - 1)];
     const int rank = static_cast<int>(x.size());
-    // scatter_add takes f32, i32 and i64.
+    // scatter_add takes every numeric dtype.
     const DType t = At(a).dtype;
-    const bool scatter = t != DType::boolean && !is_half(t);
+    const bool scatter = t != DType::boolean;
     const int which = Uniform(0, scatter ? 3 : 2);
     Step s{which == 0   ? Kind::kGather
            : which == 1 ? Kind::kIndexSelect

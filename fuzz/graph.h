@@ -108,15 +108,21 @@ std::vector<Tensor> Interpret(const Graph& graph, uint64_t data_seed, int palett
 // d loss / d every f32 input the loss reads, by `grad` on the host and on `device`, must agree
 // (Mismatch's tolerance); when the graph has only smooth ops (no compare, where, max, abs, relu,
 // minimum or maximum), the host's gradient must also agree with central finite differences at a
-// few elements (eps 1e-2, within 3e-2 (1 + |g|): f32 differences over chains of up to 40 ops).
+// few elements (central differences at 1e-2 and 5e-3, extrapolated, within 3e-2 (1 + |g|): f32
+// differences over chains of up to 40 ops; skipped where the two steps disagree).
 // "" when they agree or nothing is differentiable; `checked` counts the gradients compared.
 std::string CheckGradients(const Graph& graph, uint64_t data_seed, int palette, Device device,
                            int* checked);
 
 // "" when `got` matches `want` (the host's value), else what differs. Floats within
 // 1e-4 * max(|want|, 1) + 1e-5 (chains of up to 40 f32 ops with reductions round more than one
-// op; ops_test checks single ops at 1e-5); integers and bools exactly.
-std::string Mismatch(const Tensor& want, const Tensor& got);
+// op; ops_test checks single ops at 1e-5), 16-bit floats within one of their ulps, f64 within
+// 1e-9 relative unless `f32_ancestry` (an f32 or 16-bit value went into it: then as f32);
+// integers and bools exactly.
+std::string Mismatch(const Tensor& want, const Tensor& got, bool f32_ancestry = false);
+
+// Whether step `i` reads, directly or not, an f32, f16 or bf16 value (itself included).
+bool F32Ancestry(const Graph& graph, size_t i);
 
 // The graph as a C++ program against the public API that prints host and device values of the
 // last step (the reproducer printed for a failing graph).

@@ -31,6 +31,8 @@ Tensor InputValues(const Step& s, uint64_t seed, int p) {
     case DType::f16:
     case DType::bf16:
       return cast(randn(shape, seed, DType::f32, host), s.dtype);
+    case DType::f64:
+      return randn(shape, seed, DType::f64, host);
     default:
       return randn(shape, seed, DType::f32, host);
   }
@@ -274,7 +276,19 @@ std::vector<Tensor> Interpret(const Graph& steps, uint64_t seed, int p, Device d
   return v;
 }
 
-std::string Mismatch(const Tensor& want, const Tensor& got) {
+bool F32Ancestry(const Graph& graph, size_t i) {
+  std::vector<bool> read(i + 1, false);
+  read[i] = true;
+  for (size_t j = i + 1; j-- > 0;) {
+    if (!read[j]) continue;
+    const DType t = graph[j].dtype;
+    if (t == DType::f32 || is_half(t)) return true;
+    for (int o : Operands(graph[j])) read[static_cast<size_t>(o)] = true;
+  }
+  return false;
+}
+
+std::string Mismatch(const Tensor& want, const Tensor& got, bool f32_ancestry) {
   if (want.shape() != got.shape() || want.dtype() != got.dtype()) {
     return std::string("shape or dtype differ: host ") + want.str() + ", device " + got.str();
   }
@@ -296,6 +310,18 @@ std::string Mismatch(const Tensor& want, const Tensor& got) {
       for (size_t i = 0; i < w.size(); ++i) {
         const bool ok = w[i] == g[i] || (std::isnan(w[i]) && std::isnan(g[i])) ||
                         std::fabs(w[i] - g[i]) <= rel * std::max(1.0f, std::fabs(w[i])) + 1e-5;
+        if (!ok) report(i, w[i], g[i]);
+      }
+      break;
+    }
+    case DType::f64: {
+      // Chains of f64 ops: the device's libm and ours differ by an ulp or two per op.
+      const std::vector<double> w = want.to_vector<double>();
+      const std::vector<double> g = got.to_vector<double>();
+      for (size_t i = 0; i < w.size(); ++i) {
+        const double rel = f32_ancestry ? 1e-4 : 1e-9, abs = f32_ancestry ? 1e-5 : 1e-12;
+        const bool ok = w[i] == g[i] || (std::isnan(w[i]) && std::isnan(g[i])) ||
+                        std::fabs(w[i] - g[i]) <= rel * std::max(1.0, std::fabs(w[i])) + abs;
         if (!ok) report(i, w[i], g[i]);
       }
       break;

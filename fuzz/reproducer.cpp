@@ -41,6 +41,8 @@ std::string DTypeName(DType t) {
       return "DType::f16";
     case DType::bf16:
       return "DType::bf16";
+    case DType::f64:
+      return "DType::f64";
   }
   return "DType::f32";
 }
@@ -110,7 +112,7 @@ std::string Expr(const Step& step, uint64_t seed, int palette, const Names& name
         return "cast(randn(" + shape + ", " + input_seed + ", DType::f32, host), " +
                DTypeName(s.dtype) + ").to(dev)";
       }
-      return "randn(" + shape + ", " + input_seed + ", DType::f32, host).to(dev)";
+      return "randn(" + shape + ", " + input_seed + ", " + DTypeName(s.dtype) + ", host).to(dev)";
     }
     case Kind::kUnary: {
       static const char* forms[] = {"neg(%)",
