@@ -91,13 +91,15 @@ std::string CheckGradients(const Graph& g, uint64_t data_seed, int palette, Devi
   // f32 bits (their sin and log), which the f64 comparison would see.
   const DType ct_dtype = g.back().dtype;
 
-  // loss and d loss / d wrt on `d`, with inputs made leaves that require grad.
-  auto run = [&](Device d, std::vector<Tensor>* grads) {
+  // loss and d loss / d wrt on `d`, with inputs made leaves that require grad (and scaled by
+  // `scale`).
+  auto run = [&](Device d, std::vector<Tensor>* grads, double scale = 1) {
     std::vector<Tensor> leaves;
     const std::vector<Tensor> v =
         Interpret(g, data_seed, palette, d, [&](int /*step*/, const Tensor& input) {
           if (!Differentiated(input.dtype())) return input;
-          Tensor leaf = (d.is_host() ? input : input.to(d)).detach().requires_grad_();
+          const Tensor x = scale == 1 ? input : input * scale;
+          Tensor leaf = (d.is_host() ? x : x.to(d)).detach().requires_grad_();
           return leaf;
         });
     for (int i : wrt) leaves.push_back(v[static_cast<size_t>(i)]);
@@ -113,10 +115,30 @@ std::string CheckGradients(const Graph& g, uint64_t data_seed, int palette, Devi
   } catch (const Error& e) {
     return std::string("grad threw: ") + e.what();
   }
+  const bool f32_ancestry = F32Ancestry(g, g.size() - 1);
+  std::vector<Tensor> nudged_grads;  // on the host, inputs 2^-21 (2 f32 ulps) larger
   for (size_t k = 0; k < wrt.size(); ++k) {
-    const std::string bad = Mismatch(host_grads[k], dev_grads[k], F32Ancestry(g, g.size() - 1));
+    const std::string bad = Mismatch(host_grads[k], dev_grads[k], f32_ancestry);
     ++*checked;
-    if (!bad.empty()) return "d loss / d %" + std::to_string(wrt[k]) + ", device vs host: " + bad;
+    if (bad.empty()) continue;
+    // An ill-conditioned gradient (the sqrt of a carry that cancels to near 0, through 17 scan
+    // steps: seed 2026, graph 17255 of the pre-f64 generator) moves more under a 2-ulp nudge
+    // of the inputs than host and device differ: that difference is rounding, not a bug.
+    if (nudged_grads.empty()) run(Device::host(), &nudged_grads, 1 + 0x1p-21);
+    const std::vector<double> h = Doubles(host_grads[k]), d = Doubles(dev_grads[k]);
+    const std::vector<double> n = Doubles(nudged_grads[k]);
+    bool conditioning = true;
+    for (size_t i = 0; i < h.size() && conditioning; ++i) {
+      if (std::isnan(h[i]) || std::isnan(d[i])) {
+        conditioning = std::isnan(h[i]) == std::isnan(d[i]);
+        continue;
+      }
+      const double off = std::fabs(d[i] - h[i]);
+      conditioning = !(off > 1e-4 * std::max(1.0, std::fabs(h[i])) + 1e-5) ||
+                     off <= 4 * std::fabs(n[i] - h[i]);
+    }
+    if (conditioning) continue;
+    return "d loss / d %" + std::to_string(wrt[k]) + ", device vs host: " + bad;
   }
   if (!smooth) return "";
 
