@@ -39,6 +39,14 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& ids);
 // numeric dtype (not bool). Integer sums wrap; f16 and bf16 add in f32 and round once.
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 
+// x[..., index, ...] along `dim`: the dim dropped (torch.select). index in [-size, size).
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+// x[..., start:start + length, ...] along `dim` (torch.narrow): start may be negative (from the
+// end); start + length must not pass the dim's end.
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+// x.index({...}) as a function.
+Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices);
+
 // PyTorch's one_hot: integer ids -> i64 tensor of shape ids.shape + [classes], 1 where the
 // last coordinate equals the id. An id outside [0, classes) gives a row of zeros (as
 // jax.nn.one_hot; PyTorch raises). classes must be >= 0 (no inference from the data).

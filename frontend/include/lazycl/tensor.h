@@ -1,8 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "lazycl/device.h"
@@ -11,6 +14,27 @@
 namespace lazycl {
 
 struct TensorImpl;  // frontend/tensor_impl.h
+class Tensor;
+
+// The entries of x.index({...}), PyTorch's x[...] (torch::indexing): an integer picks one
+// element of a dim and drops it; Slice(start, stop, step) keeps a range (Python's rules:
+// negative values count from the end, out-of-range bounds clamp, step >= 1); `ellipsis` stands
+// for as many full dims as the others leave; `newaxis` inserts a dim of size 1; an integer
+// tensor picks elements along a dim, its shape replacing the dim (one tensor entry at most;
+// negative ids count from the end, out-of-range ones clamp as index_select's; as in NumPy,
+// when integers and the tensor entry are not side by side, the tensor's dims go first).
+struct Slice {
+  explicit Slice(std::optional<int64_t> start_ = {}, std::optional<int64_t> stop_ = {},
+                 int64_t step_ = 1)
+      : start(start_), stop(stop_), step(step_) {}
+  std::optional<int64_t> start, stop;
+  int64_t step;
+};
+struct Ellipsis {};
+struct NewAxis {};
+inline constexpr Ellipsis ellipsis{};
+inline constexpr NewAxis newaxis{};
+using TensorIndex = std::variant<int64_t, Slice, Ellipsis, NewAxis, Tensor>;
 
 // A handle to a value: a shape, a dtype, a device and either data or a recorded computation.
 // Copies share the value (like torch.Tensor). Device tensors are lazy: ops record IR and
@@ -62,6 +86,13 @@ class Tensor {
   Tensor& set_grad(const Tensor& g);
   // A leaf: not computed from anything (a tensor that requires grad and has no record).
   bool is_leaf() const;
+
+  // x[i]: select(x, 0, i), dim 0 dropped. x.index({1, Slice(), Slice(0, 4, 2)}): x[1, :, 0:4:2]
+  // (TensorIndex above). Views where a view does it (a step > 1 or a tensor entry gathers);
+  // gradients flow through them. A bad entry (out of range, too many, a bool tensor) is an
+  // Error naming it.
+  Tensor operator[](int64_t i) const;
+  Tensor index(std::initializer_list<TensorIndex> indices) const;
 
   // "Tensor(f32[2,3], cl:0, lazy)"
   std::string str() const;

@@ -1,0 +1,199 @@
+// PyTorch-style indexing (lazycl/tensor.h's TensorIndex; lazycl/indexing.h's select, narrow and
+// index), composed of slice, squeeze, unsqueeze, reshape and index_select: their views fuse,
+// and their gradients are those ops' own.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "frontend/dispatch.h"
+#include "frontend/ops_more.h"
+#include "lazycl/factories.h"
+#include "lazycl/indexing.h"
+#include "lazycl/ops.h"
+
+namespace lazycl {
+namespace {
+
+std::string ShapeText(const Tensor& x) {
+  std::string s = "[";
+  const std::vector<int64_t> shape = x.shape();
+  for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&s, i ? "," : "", shape[i]);
+  return s + "]";
+}
+
+std::string EntryText(const TensorIndex& e) {
+  if (const int64_t* i = std::get_if<int64_t>(&e)) return absl::StrCat(*i);
+  if (const Slice* s = std::get_if<Slice>(&e)) {
+    return absl::StrCat("Slice(", s->start ? absl::StrCat(*s->start) : "none", ", ",
+                        s->stop ? absl::StrCat(*s->stop) : "none", ", ", s->step, ")");
+  }
+  if (std::holds_alternative<Ellipsis>(e)) return "ellipsis";
+  if (std::holds_alternative<NewAxis>(e)) return "newaxis";
+  const Tensor& t = std::get<Tensor>(e);
+  return t.defined() ? absl::StrCat("a ", dtype_name(t.dtype()), " tensor") : "an undefined tensor";
+}
+
+// Python's slice bounds for a dim of size n and step >= 1: [begin, end) clamped into [0, n].
+std::pair<int64_t, int64_t> Bounds(const Slice& s, int64_t n) {
+  auto bound = [n](std::optional<int64_t> v, int64_t fallback) {
+    if (!v) return fallback;
+    int64_t b = *v < 0 ? *v + n : *v;
+    return std::clamp<int64_t>(b, 0, n);
+  };
+  const int64_t begin = bound(s.start, 0);
+  return {begin, std::max(begin, bound(s.stop, n))};
+}
+
+Tensor SliceDim(const Tensor& t, int64_t d, const Slice& s, const std::string& what) {
+  if (s.step < 1) {
+    base::ThrowInvalid("index",
+                       absl::StrCat(what, ": the step must be >= 1 (as PyTorch's), got ", s.step));
+  }
+  const auto [begin, end] = Bounds(s, t.size(d));
+  if (s.step == 1) return slice(t, d, begin, end);
+  const int64_t count = (end - begin + s.step - 1) / s.step;
+  if (count == 0) return slice(t, d, begin, begin);
+  // Every step-th element from begin: a gather along d.
+  const Tensor ids = arange(count, DType::i64, t.device()) * static_cast<double>(s.step) +
+                     static_cast<double>(begin);
+  return index_select(t, d, ids);
+}
+
+// Integer tensor entry: its elements pick along d (negative ones count from the end, as
+// Python's; out-of-range ones clamp, as index_select's), its shape replacing the dim.
+Tensor TakeDim(const Tensor& t, int64_t d, const Tensor& ids, const std::string& what) {
+  if (!ids.defined()) base::ThrowInvalid("index", absl::StrCat(what, " is an undefined tensor"));
+  if (!is_integral(ids.dtype())) {
+    base::ThrowInvalid(
+        "index",
+        absl::StrCat(what, " is a ", dtype_name(ids.dtype()), " tensor; expected i32 or i64 ids",
+                     ids.dtype() == DType::boolean
+                         ? " (a bool mask selects a data-dependent number of elements, which a "
+                           "lazy graph cannot shape: use where() instead)"
+                         : ""));
+  }
+  const std::vector<int64_t> id_shape = ids.shape();
+  const Tensor flat = reshape(ids, {-1});
+  const Tensor wrapped = where(lt(flat, 0.0), flat + static_cast<double>(t.size(d)), flat);
+  const Tensor picked = index_select(t, d, wrapped);
+  std::vector<int64_t> shape = picked.shape();
+  shape.erase(shape.begin() + d);
+  shape.insert(shape.begin() + d, id_shape.begin(), id_shape.end());
+  return reshape(picked, shape);
+}
+
+}  // namespace
+
+Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  frontend::ImplOf(x, "select");
+  if (x.dim() == 0) base::ThrowInvalid("select", "cannot select from a rank-0 tensor");
+  const int64_t d = frontend::NormalizeDim(dim, x.dim(), "select");
+  const int64_t n = x.size(d);
+  if (index < -n || index >= n) {
+    base::ThrowInvalid(
+        "select", absl::StrCat("index ", index, " is out of range for dim ", d, " of size ", n,
+                               " (shape ", ShapeText(x), "); expected ", -n, " <= index < ", n));
+  }
+  const int64_t i = index < 0 ? index + n : index;
+  return squeeze(slice(x, d, i, i + 1), d);
+}
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  frontend::ImplOf(x, "narrow");
+  if (x.dim() == 0) base::ThrowInvalid("narrow", "cannot narrow a rank-0 tensor");
+  const int64_t d = frontend::NormalizeDim(dim, x.dim(), "narrow");
+  const int64_t n = x.size(d);
+  const int64_t begin = start < 0 ? start + n : start;
+  if (begin < 0 || begin > n || length < 0 || length > n - begin) {
+    base::ThrowInvalid(
+        "narrow", absl::StrCat("start ", start, " and length ", length, " do not fit in dim ", d,
+                               " of size ", n, " (shape ", ShapeText(x), "): expected -", n,
+                               " <= start <= ", n, " and 0 <= length <= size - start"));
+  }
+  return slice(x, d, begin, begin + length);
+}
+
+Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices) {
+  frontend::ImplOf(x, "index");
+  int64_t consumed = 0, ellipses = 0, tensors = 0;
+  for (const TensorIndex& e : indices) {
+    if (std::holds_alternative<Ellipsis>(e)) {
+      ++ellipses;
+    } else if (!std::holds_alternative<NewAxis>(e)) {
+      ++consumed;
+      tensors += std::holds_alternative<Tensor>(e);
+    }
+  }
+  if (ellipses > 1) base::ThrowInvalid("index", "at most one ellipsis may appear");
+  if (tensors > 1) {
+    base::ThrowInvalid("index", absl::StrCat(tensors,
+                                             " tensor entries: one at most for now (PyTorch "
+                                             "broadcasts several together; index them one by "
+                                             "one, or use gather)"));
+  }
+  if (consumed > x.dim()) {
+    base::ThrowInvalid("index", absl::StrCat(consumed, " indices for a tensor of rank ", x.dim(),
+                                             " (shape ", ShapeText(x), ")"));
+  }
+  // NumPy's (and PyTorch's) rule: integers count as advanced indices with the tensor entry;
+  // when these are not side by side in the list, the tensor's dims go first in the result.
+  int64_t first = -1, last = -1, advanced = 0;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    if (std::holds_alternative<int64_t>(indices[k]) || std::holds_alternative<Tensor>(indices[k])) {
+      if (first < 0) first = static_cast<int64_t>(k);
+      last = static_cast<int64_t>(k);
+      ++advanced;
+    }
+  }
+  const bool to_front = tensors == 1 && last - first + 1 != advanced;
+  int64_t block = 0, block_rank = 0;  // where the tensor entry's dims are in `t`
+  Tensor t = x;
+  int64_t d = 0;  // the dim of `t` the next entry applies to
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const TensorIndex& e = indices[k];
+    const std::string what = absl::StrCat("entry ", k, " (", EntryText(e), ")");
+    if (const int64_t* i = std::get_if<int64_t>(&e)) {
+      const int64_t n = t.size(d);
+      if (*i < -n || *i >= n) {
+        base::ThrowInvalid("index", absl::StrCat(what, " is out of range for a dim of size ", n,
+                                                 " (shape ", ShapeText(x), ")"));
+      }
+      t = select(t, d, *i);
+    } else if (const Slice* s = std::get_if<Slice>(&e)) {
+      t = SliceDim(t, d, *s, what);
+      ++d;
+    } else if (std::holds_alternative<Ellipsis>(e)) {
+      d += x.dim() - consumed;
+    } else if (std::holds_alternative<NewAxis>(e)) {
+      t = unsqueeze(t, d);
+      ++d;
+    } else {
+      const Tensor& ids = std::get<Tensor>(e);
+      t = TakeDim(t, d, ids, what);
+      block = d;
+      block_rank = ids.dim();
+      d += ids.dim();
+    }
+  }
+  if (to_front && block > 0) {
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i < block_rank; ++i) perm.push_back(block + i);
+    for (int64_t i = 0; i < t.dim(); ++i) {
+      if (i < block || i >= block + block_rank) perm.push_back(i);
+    }
+    t = permute(t, perm);
+  }
+  return t;
+}
+
+Tensor Tensor::operator[](int64_t i) const { return select(*this, 0, i); }
+
+Tensor Tensor::index(std::initializer_list<TensorIndex> indices) const {
+  return lazycl::index(*this, std::vector<TensorIndex>(indices));
+}
+
+}  // namespace lazycl
