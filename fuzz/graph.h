@@ -121,7 +121,8 @@ std::string CheckGradients(const Graph& graph, uint64_t data_seed, int palette, 
 // integers and bools exactly.
 std::string Mismatch(const Tensor& want, const Tensor& got, bool f32_ancestry = false);
 
-// Whether step `i` reads, directly or not, an f32, f16 or bf16 value (itself included).
+// Whether step `i` reads, directly or not, an f32, f16 or bf16 value (itself included), or a
+// step that computes one inside itself (x + randn, pow's tanh of an integer).
 bool F32Ancestry(const Graph& graph, size_t i);
 
 // The graph as a C++ program against the public API that prints host and device values of the

@@ -276,13 +276,29 @@ std::vector<Tensor> Interpret(const Graph& steps, uint64_t seed, int p, Device d
   return v;
 }
 
+namespace {
+
+// Whether a step computes an f32 value inside itself whatever its dtype: x + an f32 randn,
+// tanh of an integer exponent in pow(|a| + .5, tanh(b)) (seed 2026, graph 3264: f64 ** f32
+// carried the f32 tanh's ulp), |b| + .5 of an integer b.
+bool InternalF32(const Graph& graph, const Step& s) {
+  auto floating = [&](int i) { return i >= 0 && is_floating(graph[static_cast<size_t>(i)].dtype); };
+  if (s.kind == Kind::kUnary) return s.which == 11 || s.which == 12;
+  if (s.kind == Kind::kBinary && (s.which == 3 || s.which == 6)) {
+    return !floating(s.b) || (s.which == 6 && !floating(s.a));
+  }
+  return false;
+}
+
+}  // namespace
+
 bool F32Ancestry(const Graph& graph, size_t i) {
   std::vector<bool> read(i + 1, false);
   read[i] = true;
   for (size_t j = i + 1; j-- > 0;) {
     if (!read[j]) continue;
     const DType t = graph[j].dtype;
-    if (t == DType::f32 || is_half(t)) return true;
+    if (t == DType::f32 || is_half(t) || InternalF32(graph, graph[j])) return true;
     for (int o : Operands(graph[j])) read[static_cast<size_t>(o)] = true;
   }
   return false;
