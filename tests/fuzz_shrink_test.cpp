@@ -216,6 +216,12 @@ TEST(FuzzGraphTest, EveryKindAndDTypeIsGenerated) {
 // host and device by 0.1% (their tanh differ by an ulp). A 2-ulp nudge of the inputs moves the
 // host's own gradient as much: rounding, not a bug, and the check says so. The device's
 // gradient must still be near the host's everywhere the problem is well conditioned.
+Dim Const1() {
+  Dim d;
+  d.fill(1);
+  return d;
+}
+
 TEST(FuzzGraphTest, AnIllConditionedGradientIsNotAMismatch) {
   const Dim a = kA, b = kB;
   Graph g;
@@ -249,6 +255,51 @@ TEST(FuzzGraphTest, AnIllConditionedGradientIsNotAMismatch) {
   int checked = 0;
   EXPECT_EQ(CheckGradients(g, data_seed, 7, Device::opencl(), &checked), "");
   EXPECT_GE(checked, 1);
+
+  // sqrt(|matmul|) near its 0 sums (graph 23143, palette 7: B = 17).
+  Graph m;
+  Step x{Kind::kInput};
+  x.shape = {Const1(), Const1(), b, b};
+  x.input_id = 18;
+  m.push_back(x);
+  x.input_id = 24;
+  m.push_back(x);
+  Step mm{Kind::kMatmul};
+  mm.a = 0;
+  mm.b = 1;
+  mm.shape = x.shape;
+  m.push_back(mm);
+  Step root{Kind::kUnary};
+  root.a = 2;
+  root.which = 3;  // sqrt(|x|)
+  root.shape = x.shape;
+  m.push_back(root);
+  EXPECT_EQ(CheckGradients(m, 2026ull * 1000003ull + 23143, 7, Device::opencl(), &checked), "");
+
+  // layer_norm of nine equal values, whose gradient is 0 by cancellation (graph 21558,
+  // palette 6: A = 9).
+  Graph n;
+  Step scalar{Kind::kInput};
+  scalar.input_id = 0;
+  n.push_back(scalar);
+  Step wide{Kind::kBroadcast};
+  wide.a = 0;
+  wide.shape = {a};
+  n.push_back(wide);
+  Step weight{Kind::kInput};
+  weight.shape = {a};
+  weight.input_id = 40;
+  n.push_back(weight);
+  weight.input_id = 41;
+  n.push_back(weight);
+  Step norm{Kind::kNorm};
+  norm.a = 1;
+  norm.b = 2;
+  norm.c = 3;
+  norm.which = 1;
+  norm.shape = {a};
+  n.push_back(norm);
+  EXPECT_EQ(CheckGradients(n, 2026ull * 1000003ull + 21558, 6, Device::opencl(), &checked), "");
 }
 
 }  // namespace
