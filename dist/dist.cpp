@@ -91,8 +91,9 @@ void Agree(const std::string& op, const std::string& description) {
   Fail(op, message);
 }
 
-// The dtype a tensor travels in: f32 for every float (halves widen exactly), else its own.
-DType Wire(DType d) { return is_floating(d) ? DType::f32 : d; }
+// The dtype a tensor travels in: f32 for f32 and the halves (which widen exactly), else its own
+// (f64 in double: an f32 wire would round every f64 gradient).
+DType Wire(DType d) { return is_half(d) ? DType::f32 : d; }
 
 MPI_Datatype MpiType(DType d) {
   switch (d) {
@@ -100,6 +101,8 @@ MPI_Datatype MpiType(DType d) {
       return MPI_INT32_T;
     case DType::i64:
       return MPI_INT64_T;
+    case DType::f64:
+      return MPI_DOUBLE;
     default:
       return MPI_FLOAT;
   }
@@ -126,7 +129,7 @@ std::vector<T> Take(const std::vector<char>& bucket, size_t& at, size_t n) {
 template <typename Collective>
 void Bucketed(const std::string& op, std::vector<Tensor>& tensors, Collective collective,
               bool write_back, double scale) {
-  for (DType wire : {DType::f32, DType::i32, DType::i64}) {
+  for (DType wire : {DType::f32, DType::f64, DType::i32, DType::i64}) {
     size_t i = 0;
     while (i < tensors.size()) {
       // One bucket: consecutive tensors of this wire dtype, up to kBucketBytes (at least one).
@@ -148,6 +151,8 @@ void Bucketed(const std::string& op, std::vector<Tensor>& tensors, Collective co
         const Tensor& t = tensors[m];
         if (wire == DType::f32) {
           Put(bucket, at, t.to_vector<float>());
+        } else if (wire == DType::f64) {
+          Put(bucket, at, t.to_vector<double>());
         } else if (wire == DType::i32) {
           Put(bucket, at, t.to_vector<int32_t>());
         } else {
@@ -175,6 +180,12 @@ void Bucketed(const std::string& op, std::vector<Tensor>& tensors, Collective co
             for (float& x : v) x = static_cast<float>(x * scale);
           }
           host = cast(tensor(v, t.shape(), Device::host()), t.dtype());
+        } else if (wire == DType::f64) {
+          std::vector<double> v = Take<double>(bucket, at, n);
+          if (scale != 1) {
+            for (double& x : v) x *= scale;
+          }
+          host = tensor(v, t.shape(), DType::f64, Device::host());
         } else if (wire == DType::i32) {
           host = tensor(Take<int32_t>(bucket, at, n), t.shape(), Device::host());
         } else {

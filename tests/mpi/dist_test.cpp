@@ -41,7 +41,9 @@ TEST_P(DistTest, AllReduceSumMeanMaxOverDtypesAndBuckets) {
                            full({2, 0}, v, DType::f32, d), full({7}, v, DType::bf16, d),
                            full({2}, v, DType::i64, d),
                            // 26 MiB of f32: a bucket of its own past the 25 MiB bound
-                           full({26 << 18}, v, DType::f32, d)};
+                           full({26 << 18}, v, DType::f32, d),
+                           // f64 travels as double: 1/3 + rank keeps its 53 bits
+                           full({3}, v + 1.0 / 3.0, DType::f64, d)};
   const Tensor alias = t[0];  // another handle of the first: sees the result too
   const int64_t calls = C("CollectiveCount"), moved = C("TransferToDeviceBytes");
   dist::all_reduce(t, dist::ReduceOp::sum);
@@ -53,12 +55,16 @@ TEST_P(DistTest, AllReduceSumMeanMaxOverDtypesAndBuckets) {
   EXPECT_EQ(t[3].dtype(), DType::bf16);
   EXPECT_EQ(t[4].to_vector<int64_t>(), std::vector<int64_t>(2, static_cast<int64_t>(sum)));
   EXPECT_EQ(t[5].to_vector<float>()[12345], static_cast<float>(sum));
+  double want64 = 0;
+  for (int k = 0; k < n; ++k) want64 += (k + 1) + 1.0 / 3.0;
+  EXPECT_EQ(t[6].dtype(), DType::f64);
+  EXPECT_EQ(t[6].to_vector<double>(), std::vector<double>(3, want64));
   if (n == 1) {
     EXPECT_EQ(C("CollectiveCount"), calls);  // the identity: no call, nothing moved
     EXPECT_EQ(C("TransferToDeviceBytes"), moved);
   } else {
-    // f32: two buckets (the 26 MiB tensor alone), i32 and i64: one each.
-    EXPECT_EQ(C("CollectiveCount") - calls, 4);
+    // f32: two buckets (the 26 MiB tensor alone), f64, i32 and i64: one each.
+    EXPECT_EQ(C("CollectiveCount") - calls, 5);
   }
   std::vector<Tensor> m = {full({4}, v, DType::f32, d)};
   dist::all_reduce(m, dist::ReduceOp::mean);
