@@ -94,6 +94,14 @@ Graph Generate(uint64_t structure_seed, int max_ops);
 std::string StepString(const Step& step, int index);
 std::string GraphString(const Graph& graph);
 
+// A Kind::kScan step's body ops: the binary step combining (carry, x) as operands 0 and 1, and
+// the unary step making y from the new carry (operand 0).
+struct ScanBody {
+  Step binary{Kind::kBinary};
+  Step unary{Kind::kUnary};
+};
+ScanBody ScanBodyOf(const Step& scan);
+
 // The operands a step reads (indices of earlier steps).
 std::vector<int> Operands(const Step& step);
 

@@ -10,6 +10,16 @@
 
 namespace lazycl::fuzz {
 
+ScanBody ScanBodyOf(const Step& scan) {
+  ScanBody body;
+  body.binary.a = 0;
+  body.binary.b = 1;
+  body.binary.which = scan.which;
+  body.unary.a = 0;
+  body.unary.which = static_cast<int>(scan.dims[0]);
+  return body;
+}
+
 std::vector<int64_t> Concrete(const SymShape& s, int palette) {
   std::vector<int64_t> out;
   for (const Dim& d : s) out.push_back(d[static_cast<size_t>(palette)]);
@@ -42,13 +52,7 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v, int p);
 
 // Kind::kScan (graph.h): scan() on a device traces the body once; on the host it runs the loop.
 Tensor Scan(const Step& s, const std::vector<Tensor>& v, int p) {
-  Step binary{Kind::kBinary};
-  binary.a = 0;
-  binary.b = 1;
-  binary.which = s.which;
-  Step unary{Kind::kUnary};
-  unary.a = 0;
-  unary.which = static_cast<int>(s.dims[0]);
+  const auto [binary, unary] = ScanBodyOf(s);
   const Tensor captured = s.b >= 0 ? v[s.b] : Tensor();
   const ScanResult r = scan(
       [&](const std::vector<Tensor>& carry, const std::vector<Tensor>& x) {

@@ -27,24 +27,9 @@ std::string Num(double v) {
 
 std::string V(int i) { return "v" + std::to_string(i); }
 
+// "DType::f32"; bool's enumerator is `boolean`.
 std::string DTypeName(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "DType::f32";
-    case DType::i32:
-      return "DType::i32";
-    case DType::i64:
-      return "DType::i64";
-    case DType::boolean:
-      return "DType::boolean";
-    case DType::f16:
-      return "DType::f16";
-    case DType::bf16:
-      return "DType::bf16";
-    case DType::f64:
-      return "DType::f64";
-  }
-  return "DType::f32";
+  return std::string("DType::") + (t == DType::boolean ? "boolean" : dtype_name(t));
 }
 
 using Names = std::function<std::string(int)>;
@@ -53,13 +38,7 @@ std::string Expr(const Step& s, uint64_t seed, int palette, const Names& name = 
 
 // Kind::kScan as a scan() call with its body as a lambda.
 std::string ScanExpr(const Step& s, uint64_t seed, int palette, const Names& name) {
-  Step binary{Kind::kBinary};
-  binary.a = 0;
-  binary.b = 1;
-  binary.which = s.which;
-  Step unary{Kind::kUnary};
-  unary.a = 0;
-  unary.which = static_cast<int>(s.dims[0]);
+  const auto [binary, unary] = ScanBodyOf(s);
   const std::string c =
       Expr(binary, seed, palette, [](int i) { return i == 0 ? "carry[0]" : "x[0]"; });
   return "scan([&](const std::vector<Tensor>& carry, const std::vector<Tensor>& x) {\n"
