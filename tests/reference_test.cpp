@@ -45,6 +45,8 @@ DType ParseDType(const std::string& s) {
   if (s == "i64") return DType::i64;
   if (s == "bool") return DType::boolean;
   if (s == "f64") return DType::f64;
+  if (s == "f16") return DType::f16;
+  if (s == "bf16") return DType::bf16;
   ADD_FAILURE() << "unknown dtype in the cases file: " << s;
   return DType::f32;
 }
@@ -129,6 +131,10 @@ Tensor ToTensor(const HostTensor& h, Device device) {
       return tensor_bool(std::vector<uint8_t>(h.values.begin(), h.values.end()), h.shape, device);
     case DType::f64:
       return tensor(h.values, h.shape, DType::f64, device);
+    case DType::f16:
+    case DType::bf16:  // the values are exactly 16-bit ones: the cast keeps them
+      return cast(tensor(std::vector<float>(h.values.begin(), h.values.end()), h.shape, device),
+                  h.dtype);
     default:
       ADD_FAILURE() << "no host values for dtype " << dtype_name(h.dtype);
       return {};
@@ -155,6 +161,11 @@ std::vector<double> Values(const Tensor& t) {
     }
     case DType::f64:
       return t.to_vector<double>();
+    case DType::f16:
+    case DType::bf16: {
+      std::vector<float> v = t.to_vector<float>();
+      return {v.begin(), v.end()};
+    }
     default:
       ADD_FAILURE() << "cannot read dtype " << dtype_name(t.dtype());
       return {};
@@ -342,6 +353,10 @@ const std::map<std::string, OpFn>& Ops() {
          auto [values, indices] = topk(a.at("x"), at.Int("k"), at.Int("dim"));
          return std::vector<Tensor>{values, indices};
        }},
+      {"cast_bf16", [](const Args& a,
+                       const Attrs&) { return std::vector<Tensor>{cast(a.at("x"), DType::bf16)}; }},
+      {"cast_f16", [](const Args& a,
+                      const Attrs&) { return std::vector<Tensor>{cast(a.at("x"), DType::f16)}; }},
       {"gt_scalar",
        [](const Args& a, const Attrs& at) {
          return std::vector<Tensor>{gt(a.at("x"), at.Float("value"))};
@@ -376,7 +391,9 @@ void ExpectMatches(const std::string& what, const Tensor& got, const HostTensor&
     const double w = want.values[i];
     bool ok;
     if (exact) {
-      ok = want.dtype == DType::f32 ? SameBits(g, w) : g == w;
+      // f32 and the 16-bit floats (written as floats) by their float bits; NaN is any NaN.
+      const bool as_float = want.dtype == DType::f32 || is_half(want.dtype);
+      ok = (std::isnan(g) && std::isnan(w)) || (as_float ? SameBits(g, w) : g == w);
     } else if (std::isnan(w)) {
       ok = std::isnan(g);
     } else if (std::isinf(w)) {

@@ -45,9 +45,13 @@ def f64(rng, *shape, lo=-2.0, hi=2.0):
     return rng.uniform(lo, hi, size=shape).astype(np.float64)
 
 
+BF16 = np.dtype(jnp.bfloat16)
+
+
 def dtype_name(a):
     return {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
-            np.dtype(np.bool_): "bool", np.dtype(np.float64): "f64"}[np.asarray(a).dtype]
+            np.dtype(np.bool_): "bool", np.dtype(np.float64): "f64", np.dtype(np.float16): "f16",
+            BF16: "bf16"}[np.asarray(a).dtype]
 
 
 def tensor_line(tag, a, name=None):
@@ -58,6 +62,8 @@ def tensor_line(tag, a, name=None):
         vals = ["%.9g" % v for v in a.reshape(-1)]
     elif a.dtype == np.float64:
         vals = ["%.17g" % v for v in a.reshape(-1)]
+    elif a.dtype in (np.float16, BF16):  # every 16-bit value is exactly a float32
+        vals = ["%.9g" % v for v in a.astype(np.float32).reshape(-1)]
     else:
         vals = [str(int(v)) for v in a.reshape(-1)]
     return " ".join(head + vals)
@@ -409,6 +415,32 @@ def f64_cases():
     case("exp_f64_size0", "exp", jnp.exp, [("x", f64(rng, 2, 0, 3))], grad=("x",), tol=tol)
 
 
+def half_cases():
+    """f16 and bf16: the conversions from f32 bit for bit (ties to even, subnormals, overflow to
+    infinity), and ops computed in f32 and rounded once, as XLA does."""
+    specials = np.array([0.0, -0.0, 1.0, -1.5, 65504.0, 65520.0, 1e-8, 6e-8, 3e38, np.inf, -np.inf,
+                         1.00390625, 1.01171875, 1.0039063692092896, 2.9802322387695312e-08,
+                         6.103515625e-05, 3.0517578125e-05, -7.0e-06, 0.1, 1.0 / 3.0],
+                        np.float32)
+    rng = np.random.default_rng(10)
+    wide = (rng.uniform(-1000, 1000, 200) * 10.0 ** rng.integers(-6, 3, 200)).astype(np.float32)
+    x = np.concatenate([specials, wide])
+    for name, dt in (("bf16", jnp.bfloat16), ("f16", jnp.float16)):
+        case("cast_to_" + name, "cast_" + name, lambda t, dt=dt: t.astype(dt), [("x", x)],
+             tol=(0, 0))
+        a = f32(rng, 4, 5).astype(dt)
+        b = f32(rng, 5).astype(dt)
+        ulp = 2.0 ** -7 if name == "bf16" else 2.0 ** -10
+        for op, fn in (("add", jnp.add), ("mul", jnp.multiply)):
+            case(op + "_" + name, op, fn, [("a", a), ("b", b)], tol=(0, 0))
+        case("exp_" + name, "exp", jnp.exp, [("x", a)], tol=(ulp, 0))
+        case("tanh_" + name, "tanh", jnp.tanh, [("x", a)], tol=(ulp, 0))
+        case("sum_" + name, "sum", lambda t: jnp.sum(t, axis=1), [("x", a)],
+             attrs=dict(dims=[1], keepdim=False), tol=(ulp, 0))
+        case("matmul_" + name, "matmul", jnp.matmul,
+             [("a", a), ("b", f32(rng, 5, 3).astype(dt))], tol=(ulp, 1e-6))
+
+
 unary_cases()
 binary_cases()
 reduction_cases()
@@ -418,6 +450,7 @@ indexing_cases()
 nn_cases()
 mathops_cases()
 f64_cases()
+half_cases()
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
