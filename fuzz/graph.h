@@ -86,8 +86,8 @@ struct Step {
 using Graph = std::vector<Step>;
 
 // The random op list of one structure seed: 1-3 inputs and 1-`max_ops` ops. A second random
-// stream of the same seed then wraps some ops in call() and may append a scan, so that the plain
-// op lists are those of the fuzzer before it had call and scan (reports stay reproducible).
+// stream of the same seed then wraps some ops in call() and may append a scan (a stream of
+// their own: changing them leaves the op lists alone). A report reruns with the same build.
 Graph Generate(uint64_t structure_seed, int max_ops);
 
 // "%3 = add %1 %2 -> f32[3/2/5,1/1/1]"
