@@ -1,4 +1,5 @@
 // lazycl-fuzz's gradient check (graph.h, CheckGradients).
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -180,7 +181,12 @@ std::string CheckGradients(const Graph& g, uint64_t data_seed, int palette, Devi
       // cancels). Where the two disagree the loss curves too much at this scale for either to
       // say anything (layer_norm of a row of two close values: seed 2026, graph 7395, whose
       // gradient f64 differences at h = 1e-6 confirm), and the element is skipped.
-      auto central = [&](double h) { return (loss_at(h) - loss_at(-h)) / (2 * h); };
+      double largest = 0;  // |loss| near x
+      auto central = [&](double h) {
+        const double up = loss_at(h), down = loss_at(-h);
+        largest = std::max({largest, std::fabs(up), std::fabs(down)});
+        return (up - down) / (2 * h);
+      };
       const double coarse = central(kEps);
       const double fine = central(kEps / 2);
       const double fd = (4 * fine - coarse) / 3;
@@ -188,6 +194,11 @@ std::string CheckGradients(const Graph& g, uint64_t data_seed, int palette, Devi
       // no finite difference to compare with; the device-vs-host check above still ran.
       if (!std::isfinite(fd)) continue;
       if (!(std::fabs(fd - fine) <= 3e-2 * (1 + std::fabs(fd)))) continue;
+      // The loss is rounded to its dtype: a difference quotient of a large loss is that rounding
+      // over h (sum(x + 3) of 4913 elements is ~1e4, whose f32 ulp over 5e-3 is 0.2: seed 2026,
+      // graph 9415). Skip where that noise reaches a third of the tolerance.
+      const double ulp = f32_ancestry ? 0x1p-23 : 0x1p-52;
+      if (2 * largest * ulp / kEps > 1e-2 * (1 + std::fabs(fd))) continue;
       ++*checked;
       if (!(std::fabs(fd - g_host[e]) <= 3e-2 * (1 + std::fabs(fd)))) {
         std::ostringstream o;

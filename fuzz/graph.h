@@ -124,7 +124,7 @@ std::string CheckGradients(const Graph& graph, uint64_t data_seed, int palette, 
 
 // "" when `got` matches `want` (the host's value), else what differs. Floats within
 // 1e-4 * max(|want|, 1) + 1e-5 (chains of up to 40 f32 ops with reductions round more than one
-// op; ops_test checks single ops at 1e-5), 16-bit floats within one of their ulps, f64 within
+// op; ops_test checks single ops at 1e-5), 16-bit floats within four of their ulps, f64 within
 // 1e-9 relative unless `f32_ancestry` (an f32 or 16-bit value went into it: then as f32);
 // integers and bools exactly.
 std::string Mismatch(const Tensor& want, const Tensor& got, bool f32_ancestry = false);

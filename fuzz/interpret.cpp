@@ -321,9 +321,11 @@ std::string Mismatch(const Tensor& want, const Tensor& got, bool f32_ancestry) {
     case DType::f32:
     case DType::f16:
     case DType::bf16: {
-      // A 16-bit result may differ by one of its own ulps (2^-8 or 2^-11 relative).
-      const float rel = want.dtype() == DType::bf16  ? 0x1p-7f
-                        : want.dtype() == DType::f16 ? 0x1p-10f
+      // A 16-bit result may differ by a few of its own ulps: one ulp apart after a sum whose
+      // order differs (the plan, and so the order, depends on which values are outputs), then
+      // pow and a division grow it (seed 2026, graph 55303: 2 f16 ulps).
+      const float rel = want.dtype() == DType::bf16  ? 0x1p-5f
+                        : want.dtype() == DType::f16 ? 0x1p-8f
                                                      : 1e-4f;
       const std::vector<float> w = want.to_vector<float>();
       const std::vector<float> g = got.to_vector<float>();
