@@ -120,13 +120,14 @@ std::string CheckGradients(const Graph& g, uint64_t data_seed, int palette, Devi
   } catch (const Error& e) {
     return std::string("grad threw: ") + e.what();
   }
-  const bool f32_ancestry = F32Ancestry(g, g.size() - 1);
+  const DType coarsest = Coarsest(g, g.size() - 1);
+  const bool f32_ancestry = coarsest != DType::f64;
   // On the host, every input element moved by 2 ulps (of f32, or of f64 for pure f64), all
   // alike and at random.
   std::vector<Tensor> scaled_grads, nudged_grads;
   const double nudge = f32_ancestry ? 0x1p-21 : 0x1p-50;
   for (size_t k = 0; k < wrt.size(); ++k) {
-    const std::string bad = Mismatch(host_grads[k], dev_grads[k], f32_ancestry);
+    const std::string bad = Mismatch(host_grads[k], dev_grads[k], coarsest);
     ++*checked;
     if (bad.empty()) continue;
     // An ill-conditioned gradient moves under a 2-ulp nudge of the inputs about as far as host
@@ -148,8 +149,7 @@ std::string CheckGradients(const Graph& g, uint64_t data_seed, int palette, Devi
         continue;
       }
       const double off = std::fabs(d[i] - h[i]);
-      const double tol = f32_ancestry ? 1e-4 * std::max(1.0, std::fabs(h[i])) + 1e-5
-                                      : 1e-9 * std::max(1.0, std::fabs(h[i])) + 1e-12;
+      const double tol = Tolerance(host_grads[k].dtype(), coarsest, h[i]);
       const double moved = std::max(std::fabs(n[i] - h[i]), std::fabs(sc[i] - h[i]));
       conditioning = off <= tol || off <= 4 * moved;
     }

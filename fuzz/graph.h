@@ -122,16 +122,19 @@ std::vector<Tensor> Interpret(const Graph& graph, uint64_t data_seed, int palett
 std::string CheckGradients(const Graph& graph, uint64_t data_seed, int palette, Device device,
                            int* checked);
 
-// "" when `got` matches `want` (the host's value), else what differs. Floats within
+// "" when `got` matches `want` (the host's value), else what differs. Floats within the
+// tolerance of the coarser of their own dtype and `coarsest` (what went into them): f32 within
 // 1e-4 * max(|want|, 1) + 1e-5 (chains of up to 40 f32 ops with reductions round more than one
-// op; ops_test checks single ops at 1e-5), 16-bit floats within four of their ulps, f64 within
-// 1e-9 relative unless `f32_ancestry` (an f32 or 16-bit value went into it: then as f32);
-// integers and bools exactly.
-std::string Mismatch(const Tensor& want, const Tensor& got, bool f32_ancestry = false);
+// op; ops_test checks single ops at 1e-5), f16 and bf16 within four of their ulps (a tenth of
+// that absolute), f64 within 1e-9 relative; integers and bools exactly.
+std::string Mismatch(const Tensor& want, const Tensor& got, DType coarsest = DType::f64);
+// The largest |got - want| Mismatch accepts at `want` for a value of dtype `t`.
+double Tolerance(DType t, DType coarsest, double want);
 
-// Whether step `i` reads, directly or not, an f32, f16 or bf16 value (itself included), or a
-// step that computes one inside itself (x + randn, pow's tanh of an integer).
-bool F32Ancestry(const Graph& graph, size_t i);
+// The least precise floating dtype step `i` reads, directly or not (itself included), counting
+// f32 for a step that computes in f32 inside itself (x + randn, pow's tanh of an integer); f64
+// when nothing coarser went in.
+DType Coarsest(const Graph& graph, size_t i);
 
 // The graph as a C++ program against the public API that prints host and device values of the
 // last step (the reproducer printed for a failing graph).

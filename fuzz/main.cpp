@@ -90,7 +90,7 @@ std::string CheckValue(const Graph& g, uint64_t data_seed, int palette, Device d
   try {
     const std::vector<Tensor> host = Interpret(g, data_seed, palette, Device::host());
     const std::vector<Tensor> dev = Interpret(g, data_seed, palette, device);
-    return Mismatch(host[index], dev[index], F32Ancestry(g, index));
+    return Mismatch(host[index], dev[index], Coarsest(g, index));
   } catch (const Error& e) {
     return std::string("threw: ") + e.what();
   }
@@ -160,7 +160,7 @@ int Run(const Options& o) {
     }
     bool bad_value = false;
     for (size_t i : outputs) {
-      const std::string bad = Mismatch(host[i], dev[i], F32Ancestry(graph, i));
+      const std::string bad = Mismatch(host[i], dev[i], Coarsest(graph, i));
       ++compared;
       if (!bad.empty()) {
         ++failed;
