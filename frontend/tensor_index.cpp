@@ -11,19 +11,13 @@
 #include "base/status.h"
 #include "frontend/dispatch.h"
 #include "frontend/ops_more.h"
+#include "ir/shape.h"
 #include "lazycl/factories.h"
 #include "lazycl/indexing.h"
 #include "lazycl/ops.h"
 
 namespace lazycl {
 namespace {
-
-std::string ShapeText(const Tensor& x) {
-  std::string s = "[";
-  const std::vector<int64_t> shape = x.shape();
-  for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&s, i ? "," : "", shape[i]);
-  return s + "]";
-}
 
 std::string EntryText(const TensorIndex& e) {
   if (const int64_t* i = std::get_if<int64_t>(&e)) return absl::StrCat(*i);
@@ -95,8 +89,9 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   const int64_t n = x.size(d);
   if (index < -n || index >= n) {
     base::ThrowInvalid(
-        "select", absl::StrCat("index ", index, " is out of range for dim ", d, " of size ", n,
-                               " (shape ", ShapeText(x), "); expected ", -n, " <= index < ", n));
+        "select",
+        absl::StrCat("index ", index, " is out of range for dim ", d, " of size ", n, " (shape ",
+                     ir::ShapeString(x.shape()), "); expected ", -n, " <= index < ", n));
   }
   const int64_t i = index < 0 ? index + n : index;
   return squeeze(slice(x, d, i, i + 1), d);
@@ -110,9 +105,10 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   const int64_t begin = start < 0 ? start + n : start;
   if (begin < 0 || begin > n || length < 0 || length > n - begin) {
     base::ThrowInvalid(
-        "narrow", absl::StrCat("start ", start, " and length ", length, " do not fit in dim ", d,
-                               " of size ", n, " (shape ", ShapeText(x), "): expected -", n,
-                               " <= start <= ", n, " and 0 <= length <= size - start"));
+        "narrow",
+        absl::StrCat("start ", start, " and length ", length, " do not fit in dim ", d, " of size ",
+                     n, " (shape ", ir::ShapeString(x.shape()), "): expected -", n,
+                     " <= start <= ", n, " and 0 <= length <= size - start"));
   }
   return slice(x, d, begin, begin + length);
 }
@@ -137,7 +133,7 @@ Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices) {
   }
   if (consumed > x.dim()) {
     base::ThrowInvalid("index", absl::StrCat(consumed, " indices for a tensor of rank ", x.dim(),
-                                             " (shape ", ShapeText(x), ")"));
+                                             " (shape ", ir::ShapeString(x.shape()), ")"));
   }
   // NumPy's (and PyTorch's) rule: integers count as advanced indices with the tensor entry;
   // when these are not side by side in the list, the tensor's dims go first in the result.
@@ -160,7 +156,7 @@ Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices) {
       const int64_t n = t.size(d);
       if (*i < -n || *i >= n) {
         base::ThrowInvalid("index", absl::StrCat(what, " is out of range for a dim of size ", n,
-                                                 " (shape ", ShapeText(x), ")"));
+                                                 " (shape ", ir::ShapeString(x.shape()), ")"));
       }
       t = select(t, d, *i);
     } else if (const Slice* s = std::get_if<Slice>(&e)) {

@@ -15,13 +15,6 @@ namespace {
 // too coarse for the finite differences).
 bool Differentiated(DType t) { return t == DType::f32 || t == DType::f64; }
 
-// Reads a host tensor of f32 or f64 as doubles.
-std::vector<double> Doubles(const Tensor& t) {
-  if (t.dtype() == DType::f64) return t.to_vector<double>();
-  const std::vector<float> f = t.to_vector<float>();
-  return std::vector<double>(f.begin(), f.end());
-}
-
 // Whether the step's maths is smooth everywhere (finite differences can check it).
 bool Smooth(const Step& s) {
   switch (s.kind) {

@@ -131,6 +131,9 @@ std::string Mismatch(const Tensor& want, const Tensor& got, DType coarsest = DTy
 // The largest |got - want| Mismatch accepts at `want` for a value of dtype `t`.
 double Tolerance(DType t, DType coarsest, double want);
 
+// A floating tensor's values as doubles (f64 as is, the others through float).
+std::vector<double> Doubles(const Tensor& t);
+
 // The least precise floating dtype step `i` reads, directly or not (itself included), counting
 // f32 for a step that computes in f32 inside itself (x + randn, pow's tanh of an integer); f64
 // when nothing coarser went in.

@@ -314,6 +314,12 @@ double Relative(DType t) {
 
 }  // namespace
 
+std::vector<double> Doubles(const Tensor& t) {
+  if (t.dtype() == DType::f64) return t.to_vector<double>();
+  const std::vector<float> f = t.to_vector<float>();
+  return std::vector<double>(f.begin(), f.end());
+}
+
 DType Coarsest(const Graph& graph, size_t i) {
   DType coarsest = DType::f64;
   auto take = [&](DType t) {
@@ -354,14 +360,8 @@ std::string Mismatch(const Tensor& want, const Tensor& got, DType coarsest) {
       // after a sum whose order differs (the plan, and so the order, depends on which values are
       // outputs) grows through pow and a division, and stays so when cast to f32 (seed 2026,
       // graph 55303); f64 chains differ by the libm's ulp or two per op.
-      const std::vector<double> w = want.dtype() == DType::f64 ? want.to_vector<double>() : [&] {
-        const std::vector<float> f = want.to_vector<float>();
-        return std::vector<double>(f.begin(), f.end());
-      }();
-      const std::vector<double> g = got.dtype() == DType::f64 ? got.to_vector<double>() : [&] {
-        const std::vector<float> f = got.to_vector<float>();
-        return std::vector<double>(f.begin(), f.end());
-      }();
+      const std::vector<double> w = Doubles(want);
+      const std::vector<double> g = Doubles(got);
       for (size_t i = 0; i < w.size(); ++i) {
         const bool ok = w[i] == g[i] || (std::isnan(w[i]) && std::isnan(g[i])) ||
                         std::fabs(w[i] - g[i]) <= Tolerance(want.dtype(), coarsest, w[i]);
