@@ -9,6 +9,7 @@
 #include "backend/cl.h"
 #include "backend/cl_error.h"
 #include "backend/device.h"
+#include "backend/mapping_budget.h"
 #include "backend/opencl_memory.h"
 #include "backend/program_cache.h"
 #include "base/fault.h"
@@ -84,6 +85,9 @@ struct Device::Impl {
   // complete (HarvestFirstRuns). Not in CompileTime: PoCL's compiler serves one build at a time,
   // so a first run may wait for a build the host started meanwhile, which CompileTime counts.
   std::vector<cl::Event> first_runs;
+  // A PoCL before 4.0, which keeps every kernel it loads mapped: first launches are held to the
+  // process's MappingBudget.
+  bool keeps_kernels = false;
 };
 
 namespace {
@@ -149,6 +153,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
   DeviceInfo& info = impl->info;
   info.platform_name = platform.getInfo<CL_PLATFORM_NAME>();
   info.platform_version = platform.getInfo<CL_PLATFORM_VERSION>();
+  impl->keeps_kernels = PoclKeepsEveryKernel(info.platform_name, info.platform_version);
   info.device_name = impl->device.getInfo<CL_DEVICE_NAME>();
   info.vendor = impl->device.getInfo<CL_DEVICE_VENDOR>();
   info.driver_version = impl->device.getInfo<CL_DRIVER_VERSION>();
@@ -251,6 +256,9 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
   }
 
   std::lock_guard<std::mutex> lock(impl_->launch_mu);
+  if (impl_->keeps_kernels && !kernel->LaunchedWith(local)) {
+    if (absl::Status s = MappingBudget::Process().BeforeLoad(kernel->name()); !s.ok()) return s;
+  }
   cl::Kernel& k = kernel->handle();
   for (size_t i = 0; i < args.size(); ++i) {
     const KernelArg& arg = args[i];

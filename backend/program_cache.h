@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -33,12 +34,16 @@ class Kernel {
   // choice), noting it. PoCL compiles a kernel for each work-group size at its first launch with
   // it. Called under the launching Device's launch mutex.
   bool FirstLaunchWith(std::span<const size_t> local) const {
-    std::vector<size_t> key(local.begin(), local.end());
-    for (const std::vector<size_t>& seen : launched_locals_) {
-      if (seen == key) return false;
-    }
-    launched_locals_.push_back(std::move(key));
+    if (LaunchedWith(local)) return false;
+    launched_locals_.emplace_back(local.begin(), local.end());
     return true;
+  }
+  // Whether it has been launched with local size `local`; under the launch mutex too.
+  bool LaunchedWith(std::span<const size_t> local) const {
+    for (const std::vector<size_t>& seen : launched_locals_) {
+      if (std::equal(seen.begin(), seen.end(), local.begin(), local.end())) return true;
+    }
+    return false;
   }
 
  private:

@@ -744,7 +744,8 @@ class Generator {
         s.dims = {d, 1, 2};
         s.shape[d] = Const(1);
       } else {
-        s.dims = {d - rank, -1, 100};  // negative, clamped
+        // Negative start, end clamped: past any size (a flattened dim reaches hundreds).
+        s.dims = {d - rank, -1, int64_t{1} << 40};
         s.shape[d] = Const(1);
       }
     } else if (r == 3) {

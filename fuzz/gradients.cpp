@@ -92,11 +92,7 @@ std::string CheckGradients(const Graph& g, uint64_t data_seed, int palette, Devi
     const std::vector<Tensor> v =
         Interpret(g, data_seed, palette, d, [&](int step, const Tensor& input) {
           if (!Differentiated(input.dtype())) return input;
-          const Tensor x =
-              nudge == 0 ? input
-              : random   ? input * rand(input.shape(), data_seed + static_cast<uint64_t>(step),
-                                        1 - nudge, 1 + nudge, input.dtype(), Device::host())
-                         : input * (1 + nudge);
+          const Tensor x = Nudge(input, data_seed + static_cast<uint64_t>(step), nudge, random);
           Tensor leaf = (d.is_host() ? x : x.to(d)).detach().requires_grad_();
           return leaf;
         });
@@ -118,7 +114,7 @@ std::string CheckGradients(const Graph& g, uint64_t data_seed, int palette, Devi
   // On the host, every input element moved by 2 ulps (of f32, or of f64 for pure f64), all
   // alike and at random.
   std::vector<Tensor> scaled_grads, nudged_grads;
-  const double nudge = f32_ancestry ? 0x1p-21 : 0x1p-50;
+  const double nudge = NudgeOf(coarsest);
   for (size_t k = 0; k < wrt.size(); ++k) {
     const std::string bad = Mismatch(host_grads[k], dev_grads[k], coarsest);
     ++*checked;

@@ -1,7 +1,7 @@
 // lazycl-fuzz: random graphs of 1-40 ops (graph.h) built on the host and on a device, compared.
 //
 //   lazycl-fuzz [--seed S] [--graphs N] [--minutes M] [--max-ops K] [--grad-every K]
-//               [--from G] [--device cl:0]
+//               [--from G] [--device cl:0] [--per-process P]
 //
 // Every graph's values are compared on host and device; for every K-th structure (default 2)
 // the gradient of a random scalar loss too, on host and device and (for smooth graphs) against
@@ -10,12 +10,21 @@
 // graphs or M minutes, whichever comes first (0 = no limit). A failing graph is shrunk and
 // printed as an op list and as a C++ program; the exit status is 1 when any graph failed, 2 for
 // bad arguments. The codegen strategy is LAZYCL_CODEGEN's (cpu or gpu), as for any program.
+// Every P graphs (default 10000; 0: never) run in a child process of their own: PoCL 3.1 keeps
+// every kernel it ever loaded mapped (its pthread device takes two references per launch and
+// gives back one; fixed in PoCL 4.0), and a run of 100,000 graphs loads more than the kernel's
+// vm.max_map_count allows one process (lazycl then refuses new kernels with an error).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,12 +42,20 @@ struct Options {
   int max_ops = 40;
   int grad_every = 2;  // check gradients of every 2nd structure (0: never)
   std::string device = "cl:0";
+  int64_t per_process = 10000;
+};
+
+// What a run (or a child's part of it) did.
+struct Totals {
+  int64_t graphs = 0, compared = 0, grads = 0, failed = 0;
+  int64_t launches = 0, builds = 0, disk_hits = 0;
+  double seconds = 0;
 };
 
 [[noreturn]] void Usage(const std::string& why) {
   std::cerr << "lazycl-fuzz: " << why
             << "\nusage: lazycl-fuzz [--seed S] [--graphs N] [--minutes M] [--max-ops K] "
-               "[--grad-every K] [--from G] [--device cl:N]\n";
+               "[--grad-every K] [--from G] [--device cl:N] [--per-process P]\n";
   std::exit(2);
 }
 
@@ -76,6 +93,8 @@ Options Parse(int argc, char** argv) {
       o.grad_every = static_cast<int>(ParseInt(flag, value, 0));
     } else if (flag == "--device") {
       o.device = value;
+    } else if (flag == "--per-process") {
+      o.per_process = ParseInt(flag, value, 0);
     } else {
       Usage("unknown flag '" + flag + "'");
     }
@@ -90,7 +109,7 @@ std::string CheckValue(const Graph& g, uint64_t data_seed, int palette, Device d
   try {
     const std::vector<Tensor> host = Interpret(g, data_seed, palette, Device::host());
     const std::vector<Tensor> dev = Interpret(g, data_seed, palette, device);
-    return Mismatch(host[index], dev[index], Coarsest(g, index));
+    return ValueMismatch(g, index, data_seed, palette, host[index], dev[index]);
   } catch (const Error& e) {
     return std::string("threw: ") + e.what();
   }
@@ -113,14 +132,17 @@ void Report(const Graph& failing, uint64_t data_seed, int palette, const std::st
   std::cout << CppReproducer(shown, data_seed, palette) << std::flush;
 }
 
-int Run(const Options& o) {
+// Runs graphs [o.from, o.from + o.graphs) in this process; `banner`: print the run's first line.
+Totals Run(const Options& o, bool banner) {
   const Device device = Device::parse(o.device);
-  const char* codegen = std::getenv("LAZYCL_CODEGEN");
-  std::cout << "lazycl-fuzz: seed " << o.seed << ", device " << device.str() << " ("
-            << default_env().device().str() << " default), codegen "
-            << (codegen != nullptr ? codegen : "(default)") << ", up to " << o.max_ops
-            << " ops per graph\n"
-            << std::flush;
+  if (banner) {
+    const char* codegen = std::getenv("LAZYCL_CODEGEN");
+    std::cout << "lazycl-fuzz: seed " << o.seed << ", device " << device.str() << " ("
+              << default_env().device().str() << " default), codegen "
+              << (codegen != nullptr ? codegen : "(default)") << ", up to " << o.max_ops
+              << " ops per graph\n"
+              << std::flush;
+  }
   const auto start = std::chrono::steady_clock::now();
   auto minutes = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60;
@@ -160,7 +182,7 @@ int Run(const Options& o) {
     }
     bool bad_value = false;
     for (size_t i : outputs) {
-      const std::string bad = Mismatch(host[i], dev[i], Coarsest(graph, i));
+      const std::string bad = ValueMismatch(graph, i, data_seed, palette, host[i], dev[i]);
       ++compared;
       if (!bad.empty()) {
         ++failed;
@@ -194,28 +216,95 @@ int Run(const Options& o) {
         Report(graph, data_seed, palette, name + ", gradients: " + bad, check);
       }
     }
-    if (graphs % 100 == 0) {
-      std::cout << "  " << graphs << " graphs, " << failed << " failed, " << minutes() * 60
+    if ((g + 1) % 100 == 0) {
+      std::cout << "  graph " << g + 1 << ", " << failed << " failed here, " << minutes() * 60
                 << " s\n"
                 << std::flush;
     }
   }
-  std::cout << "lazycl-fuzz: " << graphs << " graphs, " << compared << " values and "
-            << grads_checked << " gradients compared, " << failed << " failed, " << minutes() * 60
-            << " s, " << metrics::counter("KernelLaunches") << " kernel launches, "
-            << metrics::counter("ProgramBuilds") << " programs built ("
-            << metrics::counter("ProgramDiskCacheHits") << " from the disk cache)\n";
-  return failed == 0 ? 0 : 1;
+  return Totals{graphs,
+                compared,
+                grads_checked,
+                failed,
+                metrics::counter("KernelLaunches"),
+                metrics::counter("ProgramBuilds"),
+                metrics::counter("ProgramDiskCacheHits"),
+                minutes() * 60};
+}
+
+void Add(Totals* sum, const Totals& t) {
+  sum->graphs += t.graphs;
+  sum->compared += t.compared;
+  sum->grads += t.grads;
+  sum->failed += t.failed;
+  sum->launches += t.launches;
+  sum->builds += t.builds;
+  sum->disk_hits += t.disk_hits;
+  sum->seconds += t.seconds;
+}
+
+// Runs the graphs `o.per_process` at a time, each part in a child process that writes its
+// Totals to a pipe. The parent never touches a device (a forked OpenCL runtime is not usable).
+Totals RunInParts(const Options& o) {
+  Totals sum;
+  for (int64_t from = o.from; o.graphs == 0 || from < o.from + o.graphs;) {
+    Options part = o;
+    part.from = from;
+    part.graphs = o.graphs == 0 ? o.per_process : std::min(o.per_process, o.from + o.graphs - from);
+    if (o.minutes > 0) {
+      part.minutes = o.minutes - sum.seconds / 60;
+      if (part.minutes <= 0) break;
+    }
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("lazycl-fuzz: pipe() failed");
+    std::cout << std::flush;
+    const pid_t child = fork();
+    if (child < 0) throw std::runtime_error("lazycl-fuzz: fork() failed");
+    if (child == 0) {
+      close(fds[0]);
+      int status = 2;
+      try {
+        const Totals t = Run(part, /*banner=*/from == o.from);
+        status = write(fds[1], &t, sizeof t) == static_cast<ssize_t>(sizeof t) ? 0 : 2;
+      } catch (const std::exception& e) {
+        std::cerr << "lazycl-fuzz: " << e.what() << "\n";
+      }
+      std::cout << std::flush;
+      std::cerr << std::flush;
+      _exit(status);
+    }
+    close(fds[1]);
+    Totals t;
+    const ssize_t got = read(fds[0], &t, sizeof t);
+    close(fds[0]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (got != static_cast<ssize_t>(sizeof t) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      throw std::runtime_error("lazycl-fuzz: the process running graphs " + std::to_string(from) +
+                               " on died (status " + std::to_string(status) + ")");
+    }
+    Add(&sum, t);
+    from += part.graphs;
+    if (t.graphs < part.graphs) break;  // out of minutes
+  }
+  return sum;
 }
 
 }  // namespace
 }  // namespace lazycl::fuzz
 
 int main(int argc, char** argv) {
-  const lazycl::fuzz::Options options = lazycl::fuzz::Parse(argc, argv);
+  using namespace lazycl::fuzz;
+  const Options o = Parse(argc, argv);
   try {
-    return lazycl::fuzz::Run(options);
-  } catch (const lazycl::Error& e) {
+    const bool parts = o.per_process > 0 && (o.graphs == 0 || o.graphs > o.per_process);
+    const Totals t = parts ? RunInParts(o) : Run(o, /*banner=*/true);
+    std::cout << "lazycl-fuzz: " << t.graphs << " graphs, " << t.compared << " values and "
+              << t.grads << " gradients compared, " << t.failed << " failed, " << t.seconds
+              << " s, " << t.launches << " kernel launches, " << t.builds << " programs built ("
+              << t.disk_hits << " from the disk cache)\n";
+    return t.failed == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
     std::cerr << "lazycl-fuzz: " << e.what() << "\n";
     return 2;
   }

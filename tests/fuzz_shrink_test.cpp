@@ -2,6 +2,7 @@
 // the shrinker keeps a failure while it removes what does not cause it; the reproducer is the
 // graph's calls. (The fuzzing itself is the CTest tests lazycl_fuzz_cpu and lazycl_fuzz_gpu.)
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -327,6 +328,47 @@ TEST(FuzzGraphTest, FiniteDifferencesOfALargeF32LossAreNotCompared) {
   g.push_back(total);
   int checked = 0;
   EXPECT_EQ(CheckGradients(g, 2026ull * 1000003ull + 9415, 7, Device::opencl(), &checked), "");
+}
+
+}  // namespace
+}  // namespace lazycl::fuzz
+
+namespace lazycl::fuzz {
+namespace {
+
+// Found by the long run (seed 2026, graph 26969): a scan's carry tanh(carry + x) over the cumsum
+// of a layer_norm, whose last column cancels to a few ulps, and y = sqrt(|carry|): the host says
+// 1.5e-4 (3 ulps of the carry), the device 3.5e-4 (16 ulps). Nudging the inputs by 2 ulps moves
+// the host's own value as far, so ValueMismatch forgives it; a well-conditioned element off by
+// 1e-3 relative is still a mismatch.
+TEST(FuzzGraphTest, AnIllConditionedValueIsNotAMismatch) {
+  const int64_t n = 26969;
+  const Graph full = Generate(2026ull * 0x9E3779B97F4A7C15ull + n / kPalettes, 40);
+  const size_t last = 37;
+  ASSERT_GT(full.size(), last);
+  ASSERT_EQ(full[last].kind, Kind::kScan) << "the generator changed: " << GraphString(full);
+  const Graph g(full.begin(), full.begin() + last + 1);
+  const uint64_t data_seed = 2026ull * 1000003ull + n;
+  const int palette = n % kPalettes;
+  const Tensor host = Interpret(g, data_seed, palette, Device::host()).back();
+  std::vector<double> h = Doubles(host);
+  size_t ill = h.size(), well = h.size();
+  for (size_t i = 0; i < h.size(); ++i) {
+    if (h[i] > 0 && h[i] < 3e-4 && ill == h.size()) ill = i;
+    if (std::fabs(h[i]) > 0.1 && well == h.size()) well = i;
+  }
+  ASSERT_LT(ill, h.size()) << host.str();
+  ASSERT_LT(well, h.size()) << host.str();
+  auto with = [&](size_t i, double v) {
+    std::vector<double> x = h;
+    x[i] = v;
+    return cast(tensor(x, host.shape(), DType::f64, Device::host()), host.dtype());
+  };
+  const Tensor rounded = with(ill, h[ill] + 2e-4);  // ~16 ulps of the carry, as the device said
+  EXPECT_NE(Mismatch(host, rounded, Coarsest(g, last)), "");
+  EXPECT_EQ(ValueMismatch(g, last, data_seed, palette, host, rounded), "");
+  const Tensor wrong = with(well, h[well] * (1 + 1e-3));
+  EXPECT_NE(ValueMismatch(g, last, data_seed, palette, host, wrong), "");
 }
 
 }  // namespace
