@@ -2,6 +2,7 @@
 
 #include <initializer_list>
 #include <span>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "frontend/autograd.h"
@@ -22,6 +23,10 @@ Device OpDevice(std::span<const Tensor* const> operands, absl::string_view op);
 inline Device OpDevice(std::initializer_list<const Tensor*> operands, absl::string_view op) {
   return OpDevice(std::span<const Tensor* const>(operands.begin(), operands.size()), op);
 }
+
+// The shape `shapes` broadcast together (NumPy's rules); an Error naming `op` and the shapes
+// when they cannot be.
+ir::Shape BroadcastShapes(const std::vector<const ir::Shape*>& shapes, absl::string_view op);
 
 // `t`'s node on `device`. A host tensor used with a device is uploaded (a counted transfer),
 // subject to LAZYCL_TRANSFER_GUARD; `operand` numbers it in messages.

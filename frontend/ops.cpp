@@ -44,11 +44,14 @@ bool Broadcastable(const Shape& a, const Shape& b) {
   return true;
 }
 
-Shape BroadcastShapes(const std::vector<const Shape*>& shapes, absl::string_view op) {
+}  // namespace
+
+namespace frontend {
+ir::Shape BroadcastShapes(const std::vector<const ir::Shape*>& shapes, absl::string_view op) {
   size_t rank = 0;
-  for (const Shape* s : shapes) rank = std::max(rank, s->size());
-  Shape out(rank, 1);
-  for (const Shape* s : shapes) {
+  for (const ir::Shape* s : shapes) rank = std::max(rank, s->size());
+  ir::Shape out(rank, 1);
+  for (const ir::Shape* s : shapes) {
     const size_t offset = rank - s->size();
     for (size_t d = 0; d < s->size(); ++d) {
       int64_t& o = out[offset + d];
@@ -57,7 +60,7 @@ Shape BroadcastShapes(const std::vector<const Shape*>& shapes, absl::string_view
         o = v;
       } else if (v != 1 && v != o) {
         std::vector<std::string> names;
-        for (const Shape* t : shapes) names.push_back(ir::ShapeString(*t));
+        for (const ir::Shape* t : shapes) names.push_back(ir::ShapeString(*t));
         base::ThrowInvalid(op, absl::StrCat("shapes ", absl::StrJoin(names, " and "),
                                             " cannot be broadcast together (dim ", offset + d, ": ",
                                             o, " vs ", v, ")"));
@@ -66,6 +69,11 @@ Shape BroadcastShapes(const std::vector<const Shape*>& shapes, absl::string_view
   }
   return out;
 }
+}  // namespace frontend
+
+namespace {
+
+using frontend::BroadcastShapes;
 
 NodePtr BroadcastNode(NodePtr n, const Shape& shape) {
   if (n->shape == shape) return n;

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "frontend/dispatch.h"
 #include "frontend/ops_more.h"
+#include "frontend/trace_scope.h"
 #include "ir/shape.h"
 #include "lazycl/factories.h"
 #include "lazycl/indexing.h"
@@ -57,19 +58,18 @@ Tensor SliceDim(const Tensor& t, int64_t d, const Slice& s, const std::string& w
   return index_select(t, d, ids);
 }
 
+void CheckIds(const Tensor& ids, const std::string& what) {
+  if (!ids.defined()) base::ThrowInvalid("index", absl::StrCat(what, " is an undefined tensor"));
+  if (!is_integral(ids.dtype())) {
+    base::ThrowInvalid("index", absl::StrCat(what, " is a ", dtype_name(ids.dtype()),
+                                             " tensor; expected i32 or i64 ids, or a bool mask"));
+  }
+}
+
 // Integer tensor entry: its elements pick along d (negative ones count from the end, as
 // Python's; out-of-range ones clamp, as index_select's), its shape replacing the dim.
 Tensor TakeDim(const Tensor& t, int64_t d, const Tensor& ids, const std::string& what) {
-  if (!ids.defined()) base::ThrowInvalid("index", absl::StrCat(what, " is an undefined tensor"));
-  if (!is_integral(ids.dtype())) {
-    base::ThrowInvalid(
-        "index",
-        absl::StrCat(what, " is a ", dtype_name(ids.dtype()), " tensor; expected i32 or i64 ids",
-                     ids.dtype() == DType::boolean
-                         ? " (a bool mask selects a data-dependent number of elements, which a "
-                           "lazy graph cannot shape: use where() instead)"
-                         : ""));
-  }
+  CheckIds(ids, what);
   const std::vector<int64_t> id_shape = ids.shape();
   const Tensor flat = reshape(ids, {-1});
   const Tensor wrapped = where(lt(flat, 0.0), flat + static_cast<double>(t.size(d)), flat);
@@ -80,6 +80,156 @@ Tensor TakeDim(const Tensor& t, int64_t d, const Tensor& ids, const std::string&
   return reshape(picked, shape);
 }
 
+// NumPy's rule for bool masks: a k-dim mask over dims [d, d + k) of x is the k coordinate
+// tensors (i64) of its true elements, in row-major order. How many there are is the result's
+// shape, so the mask is read (after its graph runs; a counted transfer from a device), which a
+// traced body (trace, call, scan) cannot do.
+std::vector<TensorIndex> ExpandMasks(const Tensor& x, const std::vector<TensorIndex>& indices,
+                                     const char* op) {
+  bool any = false;
+  int64_t consumed = 0;
+  for (const TensorIndex& e : indices) {
+    if (const Tensor* t = std::get_if<Tensor>(&e);
+        t != nullptr && t->defined() && t->dtype() == DType::boolean) {
+      any = true;
+      consumed += t->dim();
+    } else if (!std::holds_alternative<Ellipsis>(e) && !std::holds_alternative<NewAxis>(e)) {
+      ++consumed;
+    }
+  }
+  if (!any) return indices;
+  std::vector<TensorIndex> out;
+  int64_t d = 0;  // x's dim the next entry applies to
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const TensorIndex& e = indices[k];
+    const Tensor* mask = std::get_if<Tensor>(&e);
+    if (mask == nullptr || !mask->defined() || mask->dtype() != DType::boolean) {
+      if (std::holds_alternative<Ellipsis>(e)) {
+        d += std::max<int64_t>(0, x.dim() - consumed);
+      } else if (!std::holds_alternative<NewAxis>(e)) {
+        ++d;
+      }
+      out.push_back(e);
+      continue;
+    }
+    const std::string what =
+        absl::StrCat("entry ", k, " (a bool mask of shape ", ir::ShapeString(mask->shape()), ")");
+    if (mask->dim() == 0) {
+      base::ThrowInvalid(op, absl::StrCat(what, ": a 0-d mask is not supported (use where())"));
+    }
+    if (d + mask->dim() > x.dim()) {
+      base::ThrowInvalid(op, absl::StrCat(what, " indexes past the last dim of x (shape ",
+                                          ir::ShapeString(x.shape()), ")"));
+    }
+    for (int64_t i = 0; i < mask->dim(); ++i) {
+      if (mask->size(i) != x.size(d + i)) {
+        base::ThrowInvalid(
+            op, absl::StrCat(what, " does not match x (shape ", ir::ShapeString(x.shape()),
+                             ") along dim ", d + i, ": ", mask->size(i), " vs ", x.size(d + i)));
+      }
+    }
+    if (frontend::TraceScope::active() && mask->device().is_opencl()) {
+      base::ThrowInvalid(op, absl::StrCat(what,
+                                          ": a mask's values decide the result's shape, so "
+                                          "it is read when the op is called, which a traced "
+                                          "body (trace, call, scan) cannot do; use where()"));
+    }
+    const std::vector<uint8_t> bits = mask->to_vector<uint8_t>();
+    const std::vector<int64_t> mshape = mask->shape();
+    std::vector<std::vector<int64_t>> coords(mshape.size());
+    for (size_t flat = 0; flat < bits.size(); ++flat) {
+      if (bits[flat] == 0) continue;
+      size_t rest = flat;
+      for (size_t i = mshape.size(); i-- > 0;) {
+        const auto n = static_cast<size_t>(mshape[i]);
+        coords[i].push_back(static_cast<int64_t>(rest % n));
+        rest /= n;
+      }
+    }
+    for (std::vector<int64_t>& c : coords) {
+      const auto count = static_cast<int64_t>(c.size());
+      out.push_back(tensor(std::move(c), {count}, x.device()));
+    }
+    d += mask->dim();
+  }
+  return out;
+}
+
+// x indexed by several advanced entries (integer tensors and integers) at once: NumPy's rule.
+// They broadcast together to a shape S; element s of the result's S part reads x at
+// (ids_1[s], ..., ids_m[s]) along the advanced dims (negative ids counted from the end, others
+// out of range clamped, as TakeDim). S goes where the first advanced entry was when they are side
+// by side in the list, else first.
+Tensor IndexAdvanced(const Tensor& x, const std::vector<TensorIndex>& indices, int64_t consumed,
+                     bool to_front) {
+  Tensor t = x;
+  int64_t d = 0;
+  std::vector<std::pair<int64_t, Tensor>> advanced;  // (dim of t, ids)
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const TensorIndex& e = indices[k];
+    const std::string what = absl::StrCat("entry ", k, " (", EntryText(e), ")");
+    if (const int64_t* i = std::get_if<int64_t>(&e)) {
+      const int64_t n = t.size(d);
+      if (*i < -n || *i >= n) {
+        base::ThrowInvalid("index", absl::StrCat(what, " is out of range for a dim of size ", n,
+                                                 " (shape ", ir::ShapeString(x.shape()), ")"));
+      }
+      advanced.emplace_back(d++, full({}, static_cast<double>(*i), DType::i64, x.device()));
+    } else if (const Slice* s = std::get_if<Slice>(&e)) {
+      t = SliceDim(t, d, *s, what);
+      ++d;
+    } else if (std::holds_alternative<Ellipsis>(e)) {
+      d += x.dim() - consumed;
+    } else if (std::holds_alternative<NewAxis>(e)) {
+      t = unsqueeze(t, d);
+      ++d;
+    } else {
+      const Tensor& ids = std::get<Tensor>(e);
+      CheckIds(ids, what);
+      advanced.emplace_back(d++, ids);
+    }
+  }
+  std::vector<ir::Shape> shapes;
+  for (const auto& [dim, ids] : advanced) shapes.push_back(ids.shape());
+  std::vector<const ir::Shape*> shape_ptrs;
+  for (const ir::Shape& shape : shapes) shape_ptrs.push_back(&shape);
+  const ir::Shape common = frontend::BroadcastShapes(shape_ptrs, "index");
+  // One flat id into the advanced dims (row-major), each id wrapped and clamped first.
+  Tensor flat;
+  int64_t extent = 1;
+  for (size_t a = advanced.size(); a-- > 0;) {
+    const int64_t n = t.size(advanced[a].first);
+    const Tensor ids = cast(advanced[a].second, DType::i64);
+    const Tensor wrapped = where(lt(ids, 0.0), ids + static_cast<double>(n), ids);
+    const Tensor id = clamp(wrapped, 0, static_cast<double>(std::max<int64_t>(n - 1, 0)));
+    const Tensor term = broadcast_to(id * static_cast<double>(extent), common);
+    flat = flat.defined() ? flat + term : term;
+    extent *= n;
+  }
+  // The advanced dims first, merged into one, gathered, then split into S.
+  std::vector<int64_t> perm, rest_shape;
+  for (const auto& [dim, ids] : advanced) perm.push_back(dim);
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (std::find(perm.begin(), perm.end(), i) == perm.end()) {
+      perm.push_back(i);
+      rest_shape.push_back(t.size(i));
+    }
+  }
+  std::vector<int64_t> merged = {extent};
+  merged.insert(merged.end(), rest_shape.begin(), rest_shape.end());
+  const Tensor picked = index_select(reshape(permute(t, perm), merged), 0, reshape(flat, {-1}));
+  std::vector<int64_t> shape(common.begin(), common.end());
+  shape.insert(shape.end(), rest_shape.begin(), rest_shape.end());
+  Tensor result = reshape(picked, shape);
+  const int64_t at = advanced.front().first;  // dims of t before it are all basic
+  if (to_front || at == 0) return result;
+  const auto s_rank = static_cast<int64_t>(common.size());
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < at; ++i) order.push_back(s_rank + i);
+  for (int64_t i = 0; i < s_rank; ++i) order.push_back(i);
+  for (int64_t i = s_rank + at; i < result.dim(); ++i) order.push_back(i);
+  return permute(result, order);
+}
 }  // namespace
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
@@ -113,8 +263,9 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   return slice(x, d, begin, begin + length);
 }
 
-Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices) {
+Tensor index(const Tensor& x, const std::vector<TensorIndex>& entries) {
   frontend::ImplOf(x, "index");
+  const std::vector<TensorIndex> indices = ExpandMasks(x, entries, "index");
   int64_t consumed = 0, ellipses = 0, tensors = 0;
   for (const TensorIndex& e : indices) {
     if (std::holds_alternative<Ellipsis>(e)) {
@@ -125,12 +276,6 @@ Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices) {
     }
   }
   if (ellipses > 1) base::ThrowInvalid("index", "at most one ellipsis may appear");
-  if (tensors > 1) {
-    base::ThrowInvalid("index", absl::StrCat(tensors,
-                                             " tensor entries: one at most for now (PyTorch "
-                                             "broadcasts several together; index them one by "
-                                             "one, or use gather)"));
-  }
   if (consumed > x.dim()) {
     base::ThrowInvalid("index", absl::StrCat(consumed, " indices for a tensor of rank ", x.dim(),
                                              " (shape ", ir::ShapeString(x.shape()), ")"));
@@ -145,7 +290,8 @@ Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices) {
       ++advanced;
     }
   }
-  const bool to_front = tensors == 1 && last - first + 1 != advanced;
+  const bool to_front = last - first + 1 != advanced;
+  if (tensors > 1) return IndexAdvanced(x, indices, consumed, to_front);
   int64_t block = 0, block_rank = 0;  // where the tensor entry's dims are in `t`
   Tensor t = x;
   int64_t d = 0;  // the dim of `t` the next entry applies to
@@ -175,7 +321,7 @@ Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices) {
       d += ids.dim();
     }
   }
-  if (to_front && block > 0) {
+  if (tensors == 1 && to_front && block > 0) {
     std::vector<int64_t> perm;
     for (int64_t i = 0; i < block_rank; ++i) perm.push_back(block + i);
     for (int64_t i = 0; i < t.dim(); ++i) {

@@ -73,6 +73,59 @@ TEST(TensorIndexTest, TensorEntriesPickAlongTheirDim) {
   }
 }
 
+// Several tensor entries broadcast together (NumPy's advanced indexing; the answers are NumPy
+// 2.4's for x = arange(24).reshape(2, 3, 4), i = [1, 0], j = [[2], [0]], k = [3, -1, 0]).
+TEST(TensorIndexTest, SeveralTensorEntriesBroadcastTogether) {
+  for (Device d : Devices()) {
+    SCOPED_TRACE(d.str());
+    const Tensor x = X(d);
+    const Tensor i = tensor(std::vector<int64_t>{1, 0}, {2}, d);
+    const Tensor j = tensor(std::vector<int32_t>{2, 0}, {2, 1}, d);
+    const Tensor k = tensor(std::vector<int64_t>{3, -1, 0}, {3}, d);
+    const Tensor k2 = tensor(std::vector<int64_t>{3, -1}, {2}, d);
+    const Tensor j1 = tensor(std::vector<int64_t>{2, 0}, {2}, d);
+    // x[i, j]: S = [2, 2], then x's last dim
+    Expect(x.index({i, j}), {2, 2, 4}, {20, 21, 22, 23, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3});
+    // x[:, j, k]: side by side, so S = [2, 3] stays where they were
+    Expect(x.index({Slice(), j, k}), {2, 2, 3}, {11, 11, 8, 3, 3, 0, 23, 23, 20, 15, 15, 12});
+    // x[i, :, k[:2]]: apart, so S goes first
+    Expect(x.index({i, Slice(), k2}), {2, 3}, {15, 19, 23, 3, 7, 11});
+    // x[1, j, k]: an integer is an advanced entry too
+    Expect(x.index({1, j, k}), {2, 3}, {23, 23, 20, 15, 15, 12});
+    Expect(x.index({i, 1, k2}), {2}, {19, 7});
+    // x[None, i, ..., j[:, 0]]
+    Expect(x.index({newaxis, i, ellipsis, j1}), {2, 1, 3}, {14, 18, 22, 0, 4, 8});
+  }
+}
+
+// Bool masks select their true elements (NumPy's rule: a k-dim mask is the k coordinate arrays
+// of its true elements); the answers are NumPy 2.4's.
+TEST(TensorIndexTest, BoolMasksSelectTheirTrueElements) {
+  for (Device d : Devices()) {
+    SCOPED_TRACE(d.str());
+    const Tensor x = X(d);
+    // x[x > 20]: a lazy mask, computed before its elements are counted
+    Expect(x.index({gt(x, 20.0)}), {3}, {21, 22, 23});
+    const Tensor m2 = tensor(std::vector<int32_t>{1, 0, 1, 0, 0, 1}, {2, 3}, d);
+    const Tensor mask2 = cast(m2, DType::boolean);
+    Expect(x.index({mask2}), {3, 4}, {0, 1, 2, 3, 8, 9, 10, 11, 20, 21, 22, 23});
+    Expect(x.index({mask2, Slice(1, 3)}), {3, 2}, {1, 2, 9, 10, 21, 22});
+    const Tensor m3 = cast(tensor(std::vector<int32_t>{1, 0, 1, 1}, {4}, d), DType::boolean);
+    Expect(x.index({Slice(), Slice(), m3}), {2, 3, 3},
+           {0, 2, 3, 4, 6, 7, 8, 10, 11, 12, 14, 15, 16, 18, 19, 20, 22, 23});
+    const Tensor m1 = cast(tensor(std::vector<int32_t>{0, 1, 1}, {3}, d), DType::boolean);
+    Expect(x.index({1, m1}), {2, 4}, {16, 17, 18, 19, 20, 21, 22, 23});
+    Expect(x.index({ellipsis, lt(arange(4, DType::f32, d), 0.0)}), {2, 3, 0}, {});
+    // The gradient reaches the selected elements only.
+    Tensor w = X(d).detach().requires_grad_();
+    const std::vector<float> g = grad(sum(w.index({mask2}) * 3.0), {w})[0].to_vector<float>();
+    for (int e = 0; e < 24; ++e) {
+      const int row = e / 4;  // the mask's element for x's element e
+      EXPECT_EQ(g[static_cast<size_t>(e)], (row == 0 || row == 2 || row == 5) ? 3.0f : 0.0f) << e;
+    }
+  }
+}
+
 TEST(TensorIndexTest, GradientsFlowToTheIndexedElements) {
   for (Device d : Devices()) {
     SCOPED_TRACE(d.str());
@@ -102,14 +155,32 @@ TEST(TensorIndexTest, BadEntriesAreErrorsNamingThem) {
   EXPECT_TRUE(has(e, "at most one ellipsis")) << e;
   e = ErrorOf([&] { (void)x.index({Slice(0, 2, 0)}); });
   EXPECT_TRUE(has(e, "entry 0 (Slice(0, 2, 0)): the step must be >= 1")) << e;
-  e = ErrorOf([&] { (void)x.index({gt(x, 3.0)}); });
-  EXPECT_TRUE(has(e, "bool tensor")) << e;
-  EXPECT_TRUE(has(e, "where()")) << e;
+  e = ErrorOf([&] { (void)x.index({gt(x[0], 3.0)}); });
+  EXPECT_TRUE(has(e,
+                  "entry 0 (a bool mask of shape [3,4]) does not match x (shape [2,3,4]) "
+                  "along dim 0: 3 vs 2"))
+      << e;
+  e = ErrorOf([&] { (void)x.index({Slice(), gt(x, 3.0)}); });
+  EXPECT_TRUE(has(e, "indexes past the last dim")) << e;
+  e = ErrorOf([&] { (void)x.index({full({}, 1, DType::boolean)}); });
+  EXPECT_TRUE(has(e, "a 0-d mask is not supported")) << e;
   e = ErrorOf([&] { (void)x.index({ones({1}, DType::f32), Slice()}); });
-  EXPECT_TRUE(has(e, "f32 tensor; expected i32 or i64 ids")) << e;
-  const Tensor ids = tensor(std::vector<int64_t>{0}, {1});
-  e = ErrorOf([&] { (void)x.index({ids, ids}); });
-  EXPECT_TRUE(has(e, "2 tensor entries")) << e;
+  EXPECT_TRUE(has(e, "f32 tensor; expected i32 or i64 ids, or a bool mask")) << e;
+  const Tensor ids = tensor(std::vector<int64_t>{0, 1}, {2}, x.device());
+  const Tensor ids3 = tensor(std::vector<int64_t>{0, 1, 2}, {3}, x.device());
+  e = ErrorOf([&] { (void)x.index({ids, ids3}); });
+  EXPECT_TRUE(has(e, "shapes [2] and [3] cannot be broadcast together")) << e;
+  e = ErrorOf([&] { (void)x.index({ids, ones({2}, DType::f32)}); });
+  EXPECT_TRUE(has(e, "entry 1 (a f32 tensor) is a f32 tensor")) << e;
+  // A mask inside a traced body: its values would decide the shape.
+  e = ErrorOf([&] {
+    (void)call(
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{in[0].index({gt(in[0], 3.0)})};
+        },
+        {x});
+  });
+  EXPECT_TRUE(has(e, "a mask's values decide the result's shape")) << e;
   e = ErrorOf([&] { (void)narrow(x, 1, 2, 2); });
   EXPECT_TRUE(has(e, "start 2 and length 2 do not fit in dim 1 of size 3")) << e;
   e = ErrorOf([&] { (void)select(x.index({0, 0, 0}), 0, 0); });

@@ -20,9 +20,10 @@ class Tensor;
 // element of a dim and drops it; Slice(start, stop, step) keeps a range (Python's rules:
 // negative values count from the end, out-of-range bounds clamp, step >= 1); `ellipsis` stands
 // for as many full dims as the others leave; `newaxis` inserts a dim of size 1; an integer
-// tensor picks elements along a dim, its shape replacing the dim (one tensor entry at most;
-// negative ids count from the end, out-of-range ones clamp as index_select's; as in NumPy,
-// when integers and the tensor entry are not side by side, the tensor's dims go first).
+// tensor picks elements along a dim, its shape replacing the dim (negative ids count from the
+// end, out-of-range ones clamp as index_select's; as in NumPy, when integers and the tensor
+// entry are not side by side, the tensor's dims go first; several tensor entries broadcast
+// together); a bool tensor is a mask whose true elements are picked.
 struct Slice {
   explicit Slice(std::optional<int64_t> start_ = {}, std::optional<int64_t> stop_ = {},
                  int64_t step_ = 1)
@@ -89,8 +90,10 @@ class Tensor {
 
   // x[i]: select(x, 0, i), dim 0 dropped. x.index({1, Slice(), Slice(0, 4, 2)}): x[1, :, 0:4:2]
   // (TensorIndex above). Views where a view does it (a step > 1 or a tensor entry gathers);
-  // gradients flow through them. A bad entry (out of range, too many, a bool tensor) is an
-  // Error naming it.
+  // several tensor entries broadcast together, and a bool mask selects its true elements
+  // (NumPy's rules; a mask is read when index is called, an Error inside a traced body);
+  // gradients flow through them. A bad entry (out of range, too many, a mask that does not
+  // match) is an Error naming it.
   Tensor operator[](int64_t i) const;
   Tensor index(std::initializer_list<TensorIndex> indices) const;
 
