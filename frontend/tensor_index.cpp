@@ -332,6 +332,108 @@ Tensor index(const Tensor& x, const std::vector<TensorIndex>& entries) {
   return t;
 }
 
+namespace {
+
+// index_put when the only entry is a bool mask and one value goes everywhere it is true: a
+// where(), with nothing read (so it also works inside a traced body).
+bool IsMaskFill(const Tensor& x, const std::vector<TensorIndex>& indices, const Tensor& values) {
+  if (indices.size() != 1 || values.numel() != 1) return false;
+  const Tensor* mask = std::get_if<Tensor>(&indices[0]);
+  if (mask == nullptr || !mask->defined() || mask->dtype() != DType::boolean) return false;
+  if (mask->dim() == 0 || mask->dim() > x.dim()) return false;
+  for (int64_t i = 0; i < mask->dim(); ++i) {
+    if (mask->size(i) != x.size(i)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Tensor index_put(const Tensor& x, const std::vector<TensorIndex>& entries, const Tensor& values,
+                 bool accumulate) {
+  frontend::ImplOf(x, "index_put");
+  frontend::ImplOf(values, "index_put");
+  if (values.dtype() != x.dtype()) {
+    base::ThrowInvalid("index_put",
+                       absl::StrCat("values are ", dtype_name(values.dtype()), " but x is ",
+                                    dtype_name(x.dtype()), "; cast them first (as PyTorch asks)"));
+  }
+  if (accumulate && x.dtype() == DType::boolean) {
+    base::ThrowInvalid("index_put", "accumulate needs a numeric dtype, not bool");
+  }
+  if (IsMaskFill(x, entries, values)) {
+    const Tensor& mask = std::get<Tensor>(entries[0]);
+    std::vector<int64_t> shape = mask.shape();
+    shape.resize(static_cast<size_t>(x.dim()), 1);
+    const Tensor where_true = reshape(mask, shape);
+    const Tensor v = reshape(values, {});
+    if (!accumulate) return where(where_true, v, x);
+    return x + where(where_true, v, zeros({}, x.dtype(), x.device()));
+  }
+  const std::vector<TensorIndex> indices = ExpandMasks(x, entries, "index_put");
+  // The selected elements' flat offsets in x: index() of an iota of x's shape. Each dim a tensor
+  // entry indexes gets one more slot, holding -1, where an id out of range points, so that
+  // scatter_add drops its update (JAX's default for updates).
+  int64_t consumed = 0;
+  for (const TensorIndex& e : indices) {
+    if (!std::holds_alternative<Ellipsis>(e) && !std::holds_alternative<NewAxis>(e)) ++consumed;
+  }
+  Tensor positions = reshape(arange(x.numel(), DType::i64, x.device()), x.shape());
+  std::vector<TensorIndex> at;
+  int64_t d = 0;  // x's dim the next entry applies to
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const TensorIndex& e = indices[k];
+    if (std::holds_alternative<Ellipsis>(e)) {
+      d += std::max<int64_t>(0, x.dim() - consumed);
+    } else if (const Tensor* ids = std::get_if<Tensor>(&e); ids != nullptr && d < x.dim()) {
+      CheckIds(*ids, absl::StrCat("entry ", k, " (", EntryText(e), ")"));
+      const double n = static_cast<double>(x.size(d));
+      const Tensor id = cast(*ids, DType::i64);
+      const Tensor inside = where(ge(id, -n), lt(id, n), full({}, 0, DType::boolean, x.device()));
+      at.emplace_back(
+          where(inside, where(lt(id, 0.0), id + n, id), full({}, n, DType::i64, x.device())));
+      std::vector<int64_t> slot = positions.shape();
+      slot[static_cast<size_t>(d)] = 1;
+      positions = cat({positions, full(slot, -1, DType::i64, x.device())}, d);
+      ++d;
+      continue;
+    } else if (!std::holds_alternative<NewAxis>(e)) {
+      ++d;
+    }
+    at.push_back(e);
+  }
+  const Tensor selected = index(positions, at);
+  const std::vector<int64_t> vs = values.shape(), ss = selected.shape();
+  bool fits = vs.size() <= ss.size();
+  for (size_t k = 1; fits && k <= vs.size(); ++k) {
+    const int64_t v = vs[vs.size() - k];
+    fits = v == 1 || v == ss[ss.size() - k];
+  }
+  if (!fits) {
+    base::ThrowInvalid(
+        "index_put", absl::StrCat("values of shape ", ir::ShapeString(vs),
+                                  " do not broadcast to the selected shape ", ir::ShapeString(ss)));
+  }
+  const Tensor spread = broadcast_to(values, ss);
+  const Tensor where_to = reshape(selected, {-1});
+  const Tensor flat_x = reshape(x, {-1});
+  const bool boolean = x.dtype() == DType::boolean;
+  const DType math = boolean ? DType::i32 : x.dtype();
+  const Tensor flat_v = cast(reshape(spread, {-1}), math);
+  if (accumulate) return reshape(scatter_add(flat_x, 0, where_to, flat_v), x.shape());
+  const Tensor hits = scatter_add(zeros({x.numel()}, DType::i32, x.device()), 0, where_to,
+                                  ones({where_to.numel()}, DType::i32, x.device()));
+  Tensor put = scatter_add(zeros({x.numel()}, math, x.device()), 0, where_to, flat_v);
+  if (boolean) put = ne(put, 0.0);
+  return reshape(where(gt(hits, 0.0), put, flat_x), x.shape());
+}
+
+Tensor index_put(const Tensor& x, const std::vector<TensorIndex>& indices, double value,
+                 bool accumulate) {
+  frontend::ImplOf(x, "index_put");
+  return index_put(x, indices, full({}, value, x.dtype(), x.device()), accumulate);
+}
+
 Tensor Tensor::operator[](int64_t i) const { return select(*this, 0, i); }
 
 Tensor Tensor::index(std::initializer_list<TensorIndex> indices) const {

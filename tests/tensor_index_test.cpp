@@ -126,6 +126,107 @@ TEST(TensorIndexTest, BoolMasksSelectTheirTrueElements) {
   }
 }
 
+// index_put against NumPy 2.4's in-place assignment (np.add.at for accumulate), x as above.
+TEST(TensorIndexTest, IndexPutMatchesNumPysAssignment) {
+  for (Device d : Devices()) {
+    SCOPED_TRACE(d.str());
+    const Tensor x = X(d);
+    auto numpy = [](std::vector<std::pair<int, float>> changed) {
+      std::vector<float> v(24);
+      for (int i = 0; i < 24; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
+      for (const auto& [i, value] : changed) v[static_cast<size_t>(i)] = value;
+      return v;
+    };
+    // a[a > 20] = -1: a where(), nothing read
+    Expect(index_put(x, {gt(x, 20.0)}, -1.0), {2, 3, 4}, numpy({{21, -1}, {22, -1}, {23, -1}}));
+    // a[1, :, 1:3] = [100, 200]
+    const Tensor pair = tensor(std::vector<float>{100, 200}, {2}, d);
+    Expect(index_put(x, {1, Slice(), Slice(1, 3)}, pair), {2, 3, 4},
+           numpy({{13, 100}, {14, 200}, {17, 100}, {18, 200}, {21, 100}, {22, 200}}));
+    // a[[1, 0], 2, [3, -1]] = [7, 8]
+    const Tensor i = tensor(std::vector<int64_t>{1, 0}, {2}, d);
+    const Tensor k = tensor(std::vector<int32_t>{3, -1}, {2}, d);
+    Expect(index_put(x, {i, 2, k}, tensor(std::vector<float>{7, 8}, {2}, d)), {2, 3, 4},
+           numpy({{23, 7}, {11, 8}}));
+    // a[:, [2, 0]] = [-5]
+    const Tensor rows = tensor(std::vector<int64_t>{2, 0}, {2}, d);
+    std::vector<std::pair<int, float>> minus5;
+    for (int e : {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 20, 21, 22, 23})
+      minus5.push_back({e, -5});
+    Expect(index_put(x, {Slice(), rows}, tensor(std::vector<float>{-5}, {1}, d)), {2, 3, 4},
+           numpy(minus5));
+    // np.add.at(a, ([0, 0, 1], 1, 2), [1, 2, 3]): repeated ids add up
+    const Tensor dup = tensor(std::vector<int64_t>{0, 0, 1}, {3}, d);
+    Expect(index_put(x, {dup, 1, 2}, tensor(std::vector<float>{1, 2, 3}, {3}, d), true), {2, 3, 4},
+           numpy({{6, 9}, {18, 21}}));
+    // a[m2] = [[1, 2, 3, 4]] * [[1], [10], [100]]: a 2-d mask over the first two dims
+    const Tensor m2 =
+        cast(tensor(std::vector<int32_t>{1, 0, 1, 0, 0, 1}, {2, 3}, d), DType::boolean);
+    const Tensor block = tensor(std::vector<float>{1, 2, 3, 4}, {1, 4}, d) *
+                         tensor(std::vector<float>{1, 10, 100}, {3, 1}, d);
+    Expect(index_put(x, {m2}, block), {2, 3, 4},
+           numpy({{0, 1},
+                  {1, 2},
+                  {2, 3},
+                  {3, 4},
+                  {8, 10},
+                  {9, 20},
+                  {10, 30},
+                  {11, 40},
+                  {20, 100},
+                  {21, 200},
+                  {22, 300},
+                  {23, 400}}));
+    // a[..., ::2] += 0.5
+    std::vector<std::pair<int, float>> halves;
+    for (int e = 0; e < 24; e += 2) halves.push_back({e, static_cast<float>(e) + 0.5f});
+    Expect(index_put(x, {ellipsis, Slice({}, {}, 2)}, 0.5, true), {2, 3, 4}, numpy(halves));
+    // Out-of-range ids drop their update (JAX's default), never writing elsewhere.
+    const Tensor far = tensor(std::vector<int64_t>{5, -4, 1}, {3}, d);
+    Expect(index_put(x, {0, far, 0}, 99.0), {2, 3, 4}, numpy({{4, 99}}));
+    // Integer and bool tensors.
+    const Tensor xi = cast(x, DType::i32);
+    EXPECT_EQ(index_put(xi, {1, 0, 0}, 7.0).to_vector<int32_t>()[12], 7);
+    const Tensor xb = gt(x, 11.0);
+    const std::vector<uint8_t> b = index_put(xb, {0}, 1.0).to_vector<uint8_t>();
+    EXPECT_EQ(std::vector<uint8_t>(b.begin(), b.begin() + 12), std::vector<uint8_t>(12, 1));
+    EXPECT_EQ(b[12], 1);
+  }
+}
+
+TEST(TensorIndexTest, IndexPutGradientsAndErrors) {
+  for (Device d : Devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor x = X(d).detach().requires_grad_();
+    Tensor v = tensor(std::vector<float>{1, 2}, {2}, d).detach().requires_grad_();
+    const Tensor w = tensor(std::vector<float>{0, 1, 2, 3}, {4}, d);
+    // y = x with x[0, 1, 1:3] set to v; loss = sum(y * w) over the last dim
+    const Tensor y = index_put(x, {0, 1, Slice(1, 3)}, v);
+    const std::vector<Tensor> g = grad(sum(y * w), {x, v});
+    std::vector<float> gx(24);
+    for (int e = 0; e < 24; ++e) gx[static_cast<size_t>(e)] = static_cast<float>(e % 4);
+    gx[5] = gx[6] = 0;  // overwritten
+    EXPECT_EQ(g[0].to_vector<float>(), gx);
+    EXPECT_EQ(g[1].to_vector<float>(), (std::vector<float>{1, 2}));
+  }
+  const Tensor x = X(test::DefaultCl());
+  // A mask filled with one value reads nothing: it works inside a traced body.
+  const std::vector<Tensor> r = call(
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{index_put(in[0], {gt(in[0], 20.0)}, -1.0)};
+      },
+      {x});
+  EXPECT_EQ(r[0].to_vector<float>()[23], -1.0f);
+  EXPECT_EQ(r[0].to_vector<float>()[20], 20.0f);
+  std::string e = ErrorOf([&] { (void)index_put(x, {0}, ones({2}, DType::i32, x.device())); });
+  EXPECT_TRUE(test::Has(e, "values are i32 but x is f32; cast them first")) << e;
+  e = ErrorOf([&] { (void)index_put(x, {0}, ones({2}, DType::f32, x.device())); });
+  EXPECT_TRUE(test::Has(e, "values of shape [2] do not broadcast to the selected shape [3,4]"))
+      << e;
+  e = ErrorOf([&] { (void)index_put(gt(x, 1.0), {0}, 1.0, true); });
+  EXPECT_TRUE(test::Has(e, "accumulate needs a numeric dtype")) << e;
+}
+
 TEST(TensorIndexTest, GradientsFlowToTheIndexedElements) {
   for (Device d : Devices()) {
     SCOPED_TRACE(d.str());

@@ -47,6 +47,21 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 // x.index({...}) as a function.
 Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices);
 
+// Index assignment, out of place (torch.index_put; JAX's x.at[...].set / .add): x with the
+// elements index(x, indices) selects set to `values` (broadcast to their shape), or with
+// `accumulate` increased by them. values must have x's dtype (as PyTorch asks); a number is
+// converted to it. Integer ids count from the end when negative; an id outside its dim drops
+// its update (JAX's default), never writing elsewhere. With set, elements selected more than
+// once are unspecified in PyTorch and JAX; here they get the sum of their values (accumulate
+// adds them, deterministically). x[mask] = v with one value is a where() (nothing read, fine
+// inside a traced body); every other form reads its bool masks as index() does and scatters
+// (scatter_add's cost: it grows with the number of selected elements times the smaller of that
+// and x's size). Gradients: x's where it was not set, values' from the selected elements.
+Tensor index_put(const Tensor& x, const std::vector<TensorIndex>& indices, const Tensor& values,
+                 bool accumulate = false);
+Tensor index_put(const Tensor& x, const std::vector<TensorIndex>& indices, double value,
+                 bool accumulate = false);
+
 // PyTorch's one_hot: integer ids -> i64 tensor of shape ids.shape + [classes], 1 where the
 // last coordinate equals the id. An id outside [0, classes) gives a row of zeros (as
 // jax.nn.one_hot; PyTorch raises). classes must be >= 0 (no inference from the data).
