@@ -2,6 +2,7 @@
 // host and device differ is ill-conditioned there, and their difference is rounding.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,19 +41,30 @@ std::string ValueMismatch(const Graph& g, size_t index, uint64_t data_seed, int 
         });
     moved_values.push_back(Doubles(v.back()));
   }
-  const std::vector<double> h = Doubles(host), d = Doubles(dev);
-  for (size_t i = 0; i < h.size(); ++i) {
-    if (h[i] == d[i] || (std::isnan(h[i]) && std::isnan(d[i]))) continue;
-    if (std::isnan(h[i]) || std::isnan(d[i])) return bad;
-    const double off = std::fabs(d[i] - h[i]);
-    if (off <= Tolerance(host.dtype(), coarsest, h[i])) continue;
-    double moved = 0;
-    for (const std::vector<double>& m : moved_values) {
-      if (!std::isnan(m[i])) moved = std::max(moved, std::fabs(m[i] - h[i]));
+  const bool rounding = IllConditioned(Doubles(host), Doubles(dev), moved_values, [&](double w) {
+    return Tolerance(host.dtype(), coarsest, w);
+  });
+  return rounding ? "" : bad;
+}
+
+bool IllConditioned(const std::vector<double>& want, const std::vector<double>& got,
+                    const std::vector<std::vector<double>>& moved,
+                    const std::function<double(double)>& tolerance) {
+  double off2 = 0, moved2 = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double w = want[i], g = got[i];
+    if (w == g || (std::isnan(w) && std::isnan(g))) continue;
+    if (std::isnan(w) || std::isnan(g)) return false;
+    const double off = std::fabs(g - w);
+    if (off <= tolerance(w)) continue;
+    double m = 0;
+    for (const std::vector<double>& values : moved) {
+      if (!std::isnan(values[i])) m = std::max(m, std::fabs(values[i] - w));
     }
-    if (!(off <= 4 * moved)) return bad;
+    off2 += off * off;
+    moved2 += m * m;
   }
-  return "";
+  return off2 <= 16 * moved2;
 }
 
 }  // namespace lazycl::fuzz

@@ -301,6 +301,19 @@ TEST(FuzzGraphTest, AnIllConditionedGradientIsNotAMismatch) {
   norm.shape = {a};
   n.push_back(norm);
   EXPECT_EQ(CheckGradients(n, 2026ull * 1000003ull + 21558, 6, Device::opencl(), &checked), "");
+
+  // layer_norm of a row of 17 equal values (a broadcast), broadcast again (graphs 44246-44247 of
+  // the long run): every element of the gradient is cancellation noise, which only the
+  // cotangent's bits move, and too many for each one's noise to be sampled alone.
+  for (const int64_t graph : {44246, 44247}) {
+    const Graph full = Generate(2026ull * 0x9E3779B97F4A7C15ull + graph / kPalettes, 40);
+    ASSERT_GT(full.size(), 8u);
+    ASSERT_EQ(full[8].kind, Kind::kNorm) << "the generator changed: " << GraphString(full);
+    EXPECT_EQ(CheckGradients(full, 2026ull * 1000003ull + graph, graph % kPalettes,
+                             Device::opencl(), &checked),
+              "")
+        << graph;
+  }
 }
 
 // Found by the long run (seed 2026, graph 9415): the loss sum((x + 3) * c) over 17^3 elements is
