@@ -55,9 +55,10 @@ void CheckCarry(const std::vector<Tensor>& init, const std::vector<Tensor>& carr
   }
 }
 
-// Host tensors are eager: the plain loop is the scan.
-ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vector<Tensor>& xs,
-                    int64_t steps, bool reverse) {
+// The scan as the plain loop over its steps, on `device`: what a host scan is (host tensors are
+// eager), and what a scan inside a traced body becomes (unrolled into the trace).
+ScanResult UnrolledScan(const ScanFn& fn, std::vector<Tensor> init, const std::vector<Tensor>& xs,
+                        int64_t steps, bool reverse, Device device) {
   std::vector<Tensor> carry = init;
   std::vector<std::vector<Tensor>> ys;
   // With no steps, one run on zeros tells the shapes of ys. The zeros of a floating xs are its
@@ -74,7 +75,7 @@ ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vecto
       } else if (is_floating(full.dtype())) {
         x.push_back(sum(full, {0}, false));
       } else {
-        x.push_back(zeros(SliceShape(full), full.dtype(), Device::host()));
+        x.push_back(zeros(SliceShape(full), full.dtype(), device));
       }
     }
     auto [next, y] = frontend::RunUserCode(absl::StrCat("scan: the body, at step ", t, ","),
@@ -84,7 +85,7 @@ ScanResult HostScan(const ScanFn& fn, std::vector<Tensor> init, const std::vecto
       // The carry is init, in the graph of what the body read too (as on a device, where the
       // scan records all its inputs): where(true, init, next) is init's bits, and next's
       // gradient is zeros.
-      const Tensor keep = full({}, 1, DType::boolean, Device::host());
+      const Tensor keep = full({}, 1, DType::boolean, device);
       for (size_t i = 0; i < init.size(); ++i) {
         if (is_floating(init[i].dtype())) carry[i] = where(keep, init[i], next[i]);
       }
@@ -126,12 +127,8 @@ void CheckNotPlaceholders(const std::vector<Tensor>& inputs, Device device) {
     const ir::Node& leaf = *node;
     if (!leaf.storage->placeholder() || leaf.storage->manager().IsWritten(leaf.storage->id()))
       continue;
-    base::Throw(absl::FailedPreconditionError(absl::StrCat(
-        "scan: ", runtime::PlaceholderMessage(leaf, device),
-        frontend::TraceScope::active()
-            ? "; scan runs when it is called, so it cannot scan over the placeholders of an "
-              "enclosing trace, call or scan body"
-            : "")));
+    base::Throw(absl::FailedPreconditionError(
+        absl::StrCat("scan: ", runtime::PlaceholderMessage(leaf, device))));
   }
 }
 
@@ -283,7 +280,11 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   }
   const int64_t steps = xs[0].size(0);
   const Device device = frontend::OpDevice(operands, "scan");
-  if (device.is_host()) return HostScan(fn, std::move(init), xs, steps, options.reverse);
+  // Inside a traced body (trace, call, or another scan's body) the scan is unrolled into the
+  // trace: its operands are computed from the trace's placeholders, which have no values yet.
+  if (device.is_host() || frontend::TraceScope::active()) {
+    return UnrolledScan(fn, std::move(init), xs, steps, options.reverse, device);
+  }
   bool record = false;
   for (const Tensor* t : operands) record = record || t->requires_grad();
   record = record && is_grad_enabled();

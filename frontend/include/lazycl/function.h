@@ -82,7 +82,8 @@ struct ScanOptions {
 // require grad; its body is the VJP of the traced body (intermediate values inside a step are
 // recomputed), traced once and compiled once whatever the number of steps. Tensors the body
 // captures get their gradient too, summed over the steps. On the host the loop's own ops
-// record as usual.
+// record as usual. Inside a traced body (trace, call, another scan's body) the scan is that
+// plain loop too, unrolled into the trace: scans nest.
 ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs,
                 ScanOptions options = {});
 
