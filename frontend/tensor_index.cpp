@@ -13,6 +13,7 @@
 #include "frontend/ops_more.h"
 #include "frontend/trace_scope.h"
 #include "ir/shape.h"
+#include "lazycl/autograd.h"
 #include "lazycl/factories.h"
 #include "lazycl/indexing.h"
 #include "lazycl/ops.h"
@@ -432,6 +433,61 @@ Tensor index_put(const Tensor& x, const std::vector<TensorIndex>& indices, doubl
                  bool accumulate) {
   frontend::ImplOf(x, "index_put");
   return index_put(x, indices, full({}, value, x.dtype(), x.device()), accumulate);
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  frontend::ImplOf(x, "masked_fill");
+  frontend::ImplOf(mask, "masked_fill");
+  if (mask.dtype() != DType::boolean) {
+    base::ThrowInvalid("masked_fill", absl::StrCat("the mask is ", dtype_name(mask.dtype()),
+                                                   "; expected a bool tensor"));
+  }
+  const std::vector<int64_t> xs = x.shape(), ms = mask.shape();
+  bool fits = ms.size() <= xs.size();
+  for (size_t k = 1; fits && k <= ms.size(); ++k) {
+    const int64_t m = ms[ms.size() - k];
+    fits = m == 1 || m == xs[xs.size() - k];
+  }
+  if (!fits) {
+    base::ThrowInvalid("masked_fill",
+                       absl::StrCat("the mask's shape ", ir::ShapeString(ms),
+                                    " does not broadcast to x's ", ir::ShapeString(xs)));
+  }
+  return where(mask, full({}, value, x.dtype(), x.device()), x);
+}
+
+namespace {
+
+// An in-place assignment records no gradient: where x would need one, it is an Error (PyTorch
+// records it; we say what to write instead).
+void CheckInPlace(const Tensor& x, const char* op, const char* functional) {
+  if (x.requires_grad() && is_grad_enabled()) {
+    base::ThrowInvalid(op, absl::StrCat(x.str(), " requires grad, and an in-place ", op,
+                                        " records no gradient: write x = ", functional,
+                                        "(x, ...) instead (or assign under a NoGradGuard)"));
+  }
+}
+
+}  // namespace
+
+Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, const Tensor& values,
+                           bool accumulate) {
+  frontend::ImplOf(*this, "index_put_");
+  CheckInPlace(*this, "index_put_", "index_put");
+  return copy_(lazycl::index_put(*this, std::vector<TensorIndex>(indices), values, accumulate));
+}
+
+Tensor& Tensor::index_put_(std::initializer_list<TensorIndex> indices, double value,
+                           bool accumulate) {
+  frontend::ImplOf(*this, "index_put_");
+  CheckInPlace(*this, "index_put_", "index_put");
+  return copy_(lazycl::index_put(*this, std::vector<TensorIndex>(indices), value, accumulate));
+}
+
+Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+  frontend::ImplOf(*this, "masked_fill_");
+  CheckInPlace(*this, "masked_fill_", "masked_fill");
+  return copy_(lazycl::masked_fill(*this, mask, value));
 }
 
 Tensor Tensor::operator[](int64_t i) const { return select(*this, 0, i); }

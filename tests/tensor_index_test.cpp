@@ -227,6 +227,51 @@ TEST(TensorIndexTest, IndexPutGradientsAndErrors) {
   EXPECT_TRUE(test::Has(e, "accumulate needs a numeric dtype")) << e;
 }
 
+// masked_fill (np.where(mask, value, x)) and the in-place forms PyTorch users write.
+TEST(TensorIndexTest, MaskedFillAndInPlaceAssignment) {
+  for (Device d : Devices()) {
+    SCOPED_TRACE(d.str());
+    const Tensor x = X(d);
+    // a row mask [3, 1] broadcast over x [2, 3, 4]: rows 0 and 2 of every block
+    const Tensor rows = cast(tensor(std::vector<int32_t>{1, 0, 1}, {3, 1}, d), DType::boolean);
+    std::vector<float> want(24);
+    for (int e = 0; e < 24; ++e) {
+      const int row = (e / 4) % 3;
+      want[static_cast<size_t>(e)] = row == 1 ? static_cast<float>(e) : -9.0f;
+    }
+    Expect(masked_fill(x, rows, -9.0), {2, 3, 4}, want);
+    // In place: every handle sees it.
+    Tensor a = X(d);
+    const Tensor alias = a;
+    a.masked_fill_(rows, -9.0);
+    Expect(alias, {2, 3, 4}, want);
+    Tensor b = X(d);
+    b.index_put_({1, 2}, tensor(std::vector<float>{5, 6, 7, 8}, {4}, d));
+    b.index_put_({0, 0, 0}, 1.0, /*accumulate=*/true);
+    std::vector<float> bw(24);
+    for (int e = 0; e < 24; ++e) bw[static_cast<size_t>(e)] = static_cast<float>(e);
+    bw[20] = 5, bw[21] = 6, bw[22] = 7, bw[23] = 8, bw[0] = 1;
+    Expect(b, {2, 3, 4}, bw);
+  }
+  const Tensor x = X(test::DefaultCl());
+  std::string e = ErrorOf([&] { (void)masked_fill(x, x, 0.0); });
+  EXPECT_TRUE(test::Has(e, "the mask is f32; expected a bool tensor")) << e;
+  e = ErrorOf([&] { (void)masked_fill(x, gt(x.index({Slice(), Slice(0, 2)}), 1.0), 0.0); });
+  EXPECT_TRUE(test::Has(e, "the mask's shape [2,2,4] does not broadcast to x's [2,3,4]")) << e;
+  // In place on a tensor that requires grad would lose its gradient: an Error, unless grad mode
+  // is off.
+  Tensor w = X(x.device()).detach().requires_grad_();
+  e = ErrorOf([&] { w.masked_fill_(gt(w, 3.0), 0.0); });
+  EXPECT_TRUE(test::Has(e, "records no gradient: write x = masked_fill(x, ...) instead")) << e;
+  e = ErrorOf([&] { w.index_put_({0}, 1.0); });
+  EXPECT_TRUE(test::Has(e, "write x = index_put(x, ...) instead")) << e;
+  {
+    NoGradGuard no_grad;
+    w.index_put_({0, 0, 0}, 42.0);
+  }
+  EXPECT_EQ(w.to_vector<float>()[0], 42.0f);
+}
+
 TEST(TensorIndexTest, GradientsFlowToTheIndexedElements) {
   for (Device d : Devices()) {
     SCOPED_TRACE(d.str());

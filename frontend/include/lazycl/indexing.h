@@ -62,6 +62,10 @@ Tensor index_put(const Tensor& x, const std::vector<TensorIndex>& indices, const
 Tensor index_put(const Tensor& x, const std::vector<TensorIndex>& indices, double value,
                  bool accumulate = false);
 
+// torch.masked_fill: x with `value` (converted to x's dtype) where the bool `mask`, broadcast
+// to x's shape, is true. A where(): nothing is read, and it works inside a traced body.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
 // PyTorch's one_hot: integer ids -> i64 tensor of shape ids.shape + [classes], 1 where the
 // last coordinate equals the id. An id outside [0, classes) gives a row of zeros (as
 // jax.nn.one_hot; PyTorch raises). classes must be >= 0 (no inference from the data).

@@ -96,6 +96,15 @@ class Tensor {
   // match) is an Error naming it.
   Tensor operator[](int64_t i) const;
   Tensor index(std::initializer_list<TensorIndex> indices) const;
+  // In place, as PyTorch's (x[...] = v is x.index_put_({...}, v)): copy_ of index_put's or
+  // masked_fill's result (lazycl/indexing.h), which every handle of this tensor sees. They
+  // record no gradient: on a tensor that requires grad, with grad mode on, they are an Error
+  // that says to write x = index_put(x, ...) instead.
+  Tensor& index_put_(std::initializer_list<TensorIndex> indices, const Tensor& values,
+                     bool accumulate = false);
+  Tensor& index_put_(std::initializer_list<TensorIndex> indices, double value,
+                     bool accumulate = false);
+  Tensor& masked_fill_(const Tensor& mask, double value);
 
   // "Tensor(f32[2,3], cl:0, lazy)"
   std::string str() const;
