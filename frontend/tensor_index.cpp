@@ -3,6 +3,7 @@
 // and their gradients are those ops' own.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -156,16 +157,17 @@ std::vector<TensorIndex> ExpandMasks(const Tensor& x, const std::vector<TensorIn
   return out;
 }
 
-// x indexed by several advanced entries (integer tensors and integers) at once: NumPy's rule.
-// They broadcast together to a shape S; element s of the result's S part reads x at
-// (ids_1[s], ..., ids_m[s]) along the advanced dims (negative ids counted from the end, others
-// out of range clamped, as TakeDim). S goes where the first advanced entry was when they are side
-// by side in the list, else first.
-Tensor IndexAdvanced(const Tensor& x, const std::vector<TensorIndex>& indices, int64_t consumed,
-                     bool to_front) {
+// Applies `indices` to x in order: slices, ellipsis and newaxis here; an integer (checked in
+// range) through on_int(t, d, i) and a tensor through on_tensor(t, d, ids, what), each
+// returning the new t and advancing d, the dim of t the next entry applies to, past what it
+// left. `consumed` is how many of x's dims the entries index.
+using OnInt = std::function<Tensor(const Tensor& t, int64_t& d, int64_t i)>;
+using OnTensor =
+    std::function<Tensor(const Tensor& t, int64_t& d, const Tensor& ids, const std::string& what)>;
+Tensor ApplyEntries(const Tensor& x, const std::vector<TensorIndex>& indices, int64_t consumed,
+                    const OnInt& on_int, const OnTensor& on_tensor) {
   Tensor t = x;
   int64_t d = 0;
-  std::vector<std::pair<int64_t, Tensor>> advanced;  // (dim of t, ids)
   for (size_t k = 0; k < indices.size(); ++k) {
     const TensorIndex& e = indices[k];
     const std::string what = absl::StrCat("entry ", k, " (", EntryText(e), ")");
@@ -175,7 +177,7 @@ Tensor IndexAdvanced(const Tensor& x, const std::vector<TensorIndex>& indices, i
         base::ThrowInvalid("index", absl::StrCat(what, " is out of range for a dim of size ", n,
                                                  " (shape ", ir::ShapeString(x.shape()), ")"));
       }
-      advanced.emplace_back(d++, full({}, static_cast<double>(*i), DType::i64, x.device()));
+      t = on_int(t, d, *i);
     } else if (const Slice* s = std::get_if<Slice>(&e)) {
       t = SliceDim(t, d, *s, what);
       ++d;
@@ -185,11 +187,31 @@ Tensor IndexAdvanced(const Tensor& x, const std::vector<TensorIndex>& indices, i
       t = unsqueeze(t, d);
       ++d;
     } else {
-      const Tensor& ids = std::get<Tensor>(e);
-      CheckIds(ids, what);
-      advanced.emplace_back(d++, ids);
+      t = on_tensor(t, d, std::get<Tensor>(e), what);
     }
   }
+  return t;
+}
+
+// x indexed by several advanced entries (integer tensors and integers) at once: NumPy's rule.
+// They broadcast together to a shape S; element s of the result's S part reads x at
+// (ids_1[s], ..., ids_m[s]) along the advanced dims (negative ids counted from the end, others
+// out of range clamped, as TakeDim). S goes where the first advanced entry was when they are side
+// by side in the list, else first.
+Tensor IndexAdvanced(const Tensor& x, const std::vector<TensorIndex>& indices, int64_t consumed,
+                     bool to_front) {
+  std::vector<std::pair<int64_t, Tensor>> advanced;  // (dim of t, ids)
+  const Tensor t = ApplyEntries(
+      x, indices, consumed,
+      [&](const Tensor& t, int64_t& d, int64_t i) {
+        advanced.emplace_back(d++, full({}, static_cast<double>(i), DType::i64, x.device()));
+        return t;
+      },
+      [&](const Tensor& t, int64_t& d, const Tensor& ids, const std::string& what) {
+        CheckIds(ids, what);
+        advanced.emplace_back(d++, ids);
+        return t;
+      });
   std::vector<ir::Shape> shapes;
   for (const auto& [dim, ids] : advanced) shapes.push_back(ids.shape());
   std::vector<const ir::Shape*> shape_ptrs;
@@ -294,34 +316,15 @@ Tensor index(const Tensor& x, const std::vector<TensorIndex>& entries) {
   const bool to_front = last - first + 1 != advanced;
   if (tensors > 1) return IndexAdvanced(x, indices, consumed, to_front);
   int64_t block = 0, block_rank = 0;  // where the tensor entry's dims are in `t`
-  Tensor t = x;
-  int64_t d = 0;  // the dim of `t` the next entry applies to
-  for (size_t k = 0; k < indices.size(); ++k) {
-    const TensorIndex& e = indices[k];
-    const std::string what = absl::StrCat("entry ", k, " (", EntryText(e), ")");
-    if (const int64_t* i = std::get_if<int64_t>(&e)) {
-      const int64_t n = t.size(d);
-      if (*i < -n || *i >= n) {
-        base::ThrowInvalid("index", absl::StrCat(what, " is out of range for a dim of size ", n,
-                                                 " (shape ", ir::ShapeString(x.shape()), ")"));
-      }
-      t = select(t, d, *i);
-    } else if (const Slice* s = std::get_if<Slice>(&e)) {
-      t = SliceDim(t, d, *s, what);
-      ++d;
-    } else if (std::holds_alternative<Ellipsis>(e)) {
-      d += x.dim() - consumed;
-    } else if (std::holds_alternative<NewAxis>(e)) {
-      t = unsqueeze(t, d);
-      ++d;
-    } else {
-      const Tensor& ids = std::get<Tensor>(e);
-      t = TakeDim(t, d, ids, what);
-      block = d;
-      block_rank = ids.dim();
-      d += ids.dim();
-    }
-  }
+  Tensor t = ApplyEntries(
+      x, indices, consumed, [](const Tensor& t, int64_t& d, int64_t i) { return select(t, d, i); },
+      [&](const Tensor& t, int64_t& d, const Tensor& ids, const std::string& what) {
+        block = d;
+        block_rank = ids.defined() ? ids.dim() : 0;
+        const Tensor taken = TakeDim(t, d, ids, what);
+        d += block_rank;
+        return taken;
+      });
   if (tensors == 1 && to_front && block > 0) {
     std::vector<int64_t> perm;
     for (int64_t i = 0; i < block_rank; ++i) perm.push_back(block + i);
@@ -334,6 +337,16 @@ Tensor index(const Tensor& x, const std::vector<TensorIndex>& entries) {
 }
 
 namespace {
+
+// Whether `from` broadcasts to `to` (NumPy's rule, one way: to's shape is the result).
+bool BroadcastsTo(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t k = 1; k <= from.size(); ++k) {
+    const int64_t f = from[from.size() - k];
+    if (f != 1 && f != to[to.size() - k]) return false;
+  }
+  return true;
+}
 
 // index_put when the only entry is a bool mask and one value goes everywhere it is true: a
 // where(), with nothing read (so it also works inside a traced body).
@@ -405,12 +418,7 @@ Tensor index_put(const Tensor& x, const std::vector<TensorIndex>& entries, const
   }
   const Tensor selected = index(positions, at);
   const std::vector<int64_t> vs = values.shape(), ss = selected.shape();
-  bool fits = vs.size() <= ss.size();
-  for (size_t k = 1; fits && k <= vs.size(); ++k) {
-    const int64_t v = vs[vs.size() - k];
-    fits = v == 1 || v == ss[ss.size() - k];
-  }
-  if (!fits) {
+  if (!BroadcastsTo(vs, ss)) {
     base::ThrowInvalid(
         "index_put", absl::StrCat("values of shape ", ir::ShapeString(vs),
                                   " do not broadcast to the selected shape ", ir::ShapeString(ss)));
@@ -443,12 +451,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
                                                    "; expected a bool tensor"));
   }
   const std::vector<int64_t> xs = x.shape(), ms = mask.shape();
-  bool fits = ms.size() <= xs.size();
-  for (size_t k = 1; fits && k <= ms.size(); ++k) {
-    const int64_t m = ms[ms.size() - k];
-    fits = m == 1 || m == xs[xs.size() - k];
-  }
-  if (!fits) {
+  if (!BroadcastsTo(ms, xs)) {
     base::ThrowInvalid("masked_fill",
                        absl::StrCat("the mask's shape ", ir::ShapeString(ms),
                                     " does not broadcast to x's ", ir::ShapeString(xs)));
