@@ -14,5 +14,6 @@ int Ops(const std::vector<std::string>& args);
 int OpsFirstResult(const std::vector<std::string>& args);
 int Models(const std::vector<std::string>& args);
 int Tune(const std::vector<std::string>& args);
+int Scaling(const std::vector<std::string>& args);
 
 }  // namespace lazycl::bench

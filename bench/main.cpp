@@ -104,6 +104,11 @@ constexpr Command kCommands[] = {
      "time the f32 CPU matmul's candidate blockings, keep the best in the kernel cache "
      "[--cached: reuse a cached choice] [--width N: the candidates for N floats per vector]",
      lazycl::bench::Tune},
+    {"scaling",
+     "examples/data_parallel at 1 and 2 ranks under mpirun, and the all-reduce arithmetic for N "
+     "machines [--steps N] [--batch B] [--link-gbps G] [--mpirun P] [--data-parallel P] "
+     "[--json F]",
+     lazycl::bench::Scaling},
     {"ops-first-result", "(internal) W1 once in this process, for ops' first-result rows",
      lazycl::bench::OpsFirstResult},
     {"devices", "list OpenCL platforms and devices, and the one LAZYCL_* selects",

@@ -107,10 +107,11 @@ std::vector<int> Operands(const Step& step);
 
 // Every value of the graph for `palette`, on `device`: inputs are made on the host from
 // `data_seed`, passed through `hook` (when set: hook(step index, host tensor) returns the tensor
-// to use) and copied. Throws what the library throws.
+// to use) and copied; a step whose entry in `fixed` is defined takes that value instead of
+// computing it. Throws what the library throws.
 using InputHook = std::function<Tensor(int step, const Tensor& input)>;
 std::vector<Tensor> Interpret(const Graph& graph, uint64_t data_seed, int palette, Device device,
-                              const InputHook& hook = {});
+                              const InputHook& hook = {}, const std::vector<Tensor>& fixed = {});
 
 // The gradient check of one graph whose last value is f32: loss = sum(last * c) for a random c;
 // d loss / d every f32 input the loss reads, by `grad` on the host and on `device`, must agree
@@ -131,7 +132,14 @@ std::string Mismatch(const Tensor& want, const Tensor& got, DType coarsest = DTy
 // The largest |got - want| Mismatch accepts at `want` for a value of dtype `t`.
 double Tolerance(DType t, DType coarsest, double want);
 
-// Mismatch(host, dev) of value `index` of `graph`, except where a floating value is
+// ValueMismatch of value `index` given every value of the graph on the host and the device; where
+// it fails, the host's values are computed again taking the device's indices at each earlier
+// argmax, argmin or topk whose indices differ only by ties (a downstream value then follows the
+// other, equally right, choice: seed 2026, graph 6520 with gpu codegen, a gather by argmin).
+std::string ValuesMismatch(const Graph& graph, size_t index, uint64_t data_seed, int palette,
+                           const std::vector<Tensor>& host, const std::vector<Tensor>& dev);
+// Mismatch(host, dev) of value `index` of `graph`, except where indices of extremes (argmax,
+// argmin, topk's) pick values that tie up to rounding, or where a floating value is
 // ill-conditioned (IllConditioned, with the host's value recomputed from inputs nudged by 2
 // ulps: NudgeOf; all scaled alike, and three times each element at random). Found by a long run
 // (seed 2026, graph 26968): the sqrt of a carry that cancels to 1e-8 through the steps of a scan.
@@ -145,6 +153,17 @@ std::string ValueMismatch(const Graph& graph, size_t index, uint64_t data_seed, 
 bool IllConditioned(const std::vector<double>& want, const std::vector<double>& got,
                     const std::vector<std::vector<double>>& moved,
                     const std::function<double(double)>& tolerance);
+// A floating input as f64 (others as they are): the host's run of a graph on widened inputs is
+// close to its exact value where the f32 run is ill-conditioned.
+Tensor Widen(const Tensor& input);
+// Whether `got` (the device's) is no farther from `exact` (the value computed from widened
+// inputs) than `want` (the host's) is, by at most 2x in root mean square over the elements
+// outside `tolerance(want)`: then the host's value has rounded as much as the device's (seed
+// 2026, graph 3685 with gpu codegen: the gradient of tanh at saturation, 1 - t^2, where the
+// host's t rounds to 1 and the device's to 1 - 2^-24, and f64 says 6e-8).
+bool NoFartherFromExact(const std::vector<double>& want, const std::vector<double>& got,
+                        const std::vector<double>& exact,
+                        const std::function<double(double)>& tolerance);
 // The relative nudge of an input for values whose coarsest ancestry is `coarsest`: 2 ulps.
 double NudgeOf(DType coarsest);
 // A floating input scaled by 1 + nudge, or with `random`, each element by a factor drawn from

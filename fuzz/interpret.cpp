@@ -263,11 +263,13 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v, int p) {
 }  // namespace
 
 std::vector<Tensor> Interpret(const Graph& steps, uint64_t seed, int p, Device device,
-                              const InputHook& hook) {
+                              const InputHook& hook, const std::vector<Tensor>& fixed) {
   std::vector<Tensor> v;
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
-    if (s.kind == Kind::kInput) {
+    if (i < fixed.size() && fixed[i].defined()) {
+      v.push_back(device.is_host() ? fixed[i] : fixed[i].to(device));
+    } else if (s.kind == Kind::kInput) {
       Tensor h = InputValues(s, seed * 1000 + static_cast<uint64_t>(s.input_id), p);
       if (hook) h = hook(static_cast<int>(i), h);
       v.push_back(device.is_host() ? h : h.to(device));

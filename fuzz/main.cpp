@@ -109,7 +109,7 @@ std::string CheckValue(const Graph& g, uint64_t data_seed, int palette, Device d
   try {
     const std::vector<Tensor> host = Interpret(g, data_seed, palette, Device::host());
     const std::vector<Tensor> dev = Interpret(g, data_seed, palette, device);
-    return ValueMismatch(g, index, data_seed, palette, host[index], dev[index]);
+    return ValuesMismatch(g, index, data_seed, palette, host, dev);
   } catch (const Error& e) {
     return std::string("threw: ") + e.what();
   }
@@ -182,7 +182,7 @@ Totals Run(const Options& o, bool banner) {
     }
     bool bad_value = false;
     for (size_t i : outputs) {
-      const std::string bad = ValueMismatch(graph, i, data_seed, palette, host[i], dev[i]);
+      const std::string bad = ValuesMismatch(graph, i, data_seed, palette, host, dev);
       ++compared;
       if (!bad.empty()) {
         ++failed;

@@ -13,9 +13,9 @@ namespace lazycl::kernels {
 namespace {
 
 constexpr const char* kNames[] = {
-    "lc_exp",        "lc_exp16",      "lc_log",    "lc_tanh",        "lc_erf",
-    "lc_sincos",     "lc_sin",        "lc_cos",    "lc_bf16_to_f32", "lc_f32_to_bf16",
-    "lc_f16_to_f32", "lc_f32_to_f16", "lc_uniform"};
+    "lc_exp",        "lc_exp16",      "lc_log",     "lc_tanh",        "lc_erf",
+    "lc_sincos",     "lc_sin",        "lc_cos",     "lc_bf16_to_f32", "lc_f32_to_bf16",
+    "lc_f16_to_f32", "lc_f32_to_f16", "lc_uniform", "lc_tanh_builtin"};
 
 // The half conversions (cpu_math.h), as base/half.h computes them.
 constexpr const char* kBf16ToF32 =
@@ -65,6 +65,16 @@ constexpr const char* kUniform =
     "  z = (z ^ (z >> 27)) * 0x94d049bb133111ebUL;\n"
     "  z ^= z >> 31;\n"
     "  return ((float)(uint)(z >> 41) + 0.5f) * 1.1920928955078125e-7f;\n"
+    "}\n";
+
+// tanh(x) rounds to +-1 in f32 for |x| >= 13 ln 2 = 9.0109... (1 - tanh(x) = 2 / (e^2x + 1) is
+// then below half an ulp of 1, 2^-25). PoCL 3.1's builtin gives 1 - 2^-24 there, up to
+// tanh(1e4): within OpenCL's 5 ulps, but the gradient 1 - y^2 is then 1.2e-7 where it is 0
+// (lazycl-fuzz, seed 2026, graph 3685 with gpu codegen: a saturated tanh in a scan, amplified
+// to 2.8e-4 where JAX and the host say 0).
+constexpr const char* kTanhBuiltin =
+    "static inline float lc_tanh_builtin(float x) {\n"
+    "  return fabs(x) >= 9.01091335f ? copysign(1.0f, x) : tanh(x);\n"
     "}\n";
 
 // The definition of `static inline float <name>(` in cpu_math.cl, through its closing line.
@@ -130,6 +140,7 @@ const std::string& CpuMathSource(CpuMath f) {
         kF16ToF32,
         kF32ToF16,
         kUniform,
+        kTanhBuiltin,
     };
   }();
   return (*sources)[static_cast<int>(f)];

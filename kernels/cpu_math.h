@@ -23,6 +23,8 @@ enum class CpuMath {
   kF32ToF16,   // lc_f32_to_f16(float)
   // RandomUniform (ir/op_table.h) on every strategy, bit for bit as runtime/host_eval.cpp.
   kUniform,  // lc_uniform(long counter, long seed)
+  // The f32 builtin tanh, exactly +-1 where tanh rounds to it (PoCL's stops 1 ulp short).
+  kTanhBuiltin,  // lc_tanh_builtin(float)
 };
 
 // The name a kernel calls it by: "lc_exp".

@@ -144,7 +144,12 @@ constexpr OpExprRow kOpExprs[] = {
      [](const ExprArgs& a, Calls* c) { return Call(Builtin("log", CpuMath::kLog, a, c), a); }},
     {Op::kSqrt, [](const ExprArgs& a, Calls*) { return Call("sqrt", a); }},
     {Op::kTanh,
-     [](const ExprArgs& a, Calls* c) { return Call(Builtin("tanh", CpuMath::kTanh, a, c), a); }},
+     [](const ExprArgs& a, Calls* c) {
+       if (OwnMath(a) || a.dtype == DType::f64)
+         return Call(Builtin("tanh", CpuMath::kTanh, a, c), a);
+       c->push_back(CpuMath::kTanhBuiltin);  // f32 (and the halves, computed in f32)
+       return Call(CpuMathName(CpuMath::kTanhBuiltin), a);
+     }},
     {Op::kSigmoid,
      [](const ExprArgs& a, Calls* c) {
        return absl::StrCat("1.0f / (1.0f + ", Exp(a, c), "(-", a.x[0], "))");

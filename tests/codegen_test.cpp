@@ -193,6 +193,35 @@ TEST(CodegenTest, ErfIsAccurateOverTheWholeRange) {
   EXPECT_LE(worst, kFourUlp) << "worst at x=" << worst_x;
 }
 
+// Where f32 rounds tanh to +-1 (|x| >= 13 ln 2 = 9.0109...), the device says exactly +-1 on both
+// strategies (PoCL's builtin, which the gpu strategy calls, says 1 - 2^-24 up to 1e4), so the
+// gradient 1 - y^2 is exactly 0 there, as on the host and in JAX. lazycl-fuzz found it (seed
+// 2026, graph 3685, gpu codegen): a saturated tanh inside a scan whose 1.2e-7 was amplified to
+// 2.8e-4. CTest runs this test with LAZYCL_CODEGEN=gpu too (codegen_gpu_tanh_test).
+TEST(CodegenTest, TanhIsExactlyOneWhereItRoundsToOne) {
+  const std::vector<float> xs = {9.0109134f,
+                                 9.5f,
+                                 10,
+                                 20,
+                                 100,
+                                 1e4f,
+                                 1e30f,
+                                 -9.0109134f,
+                                 -10.0f,
+                                 -100.0f,
+                                 std::numeric_limits<float>::infinity()};
+  Tensor x = tensor(xs, {static_cast<int64_t>(xs.size())}, Device::opencl());
+  x = x.detach().requires_grad_();
+  const Tensor y = tanh(x);
+  const std::vector<float> got = y.to_vector<float>();
+  const std::vector<float> g = grad(sum(y), {x})[0].to_vector<float>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_EQ(got[i], xs[i] > 0 ? 1.0f : -1.0f) << "tanh(" << xs[i] << ")";
+    EXPECT_EQ(std::tanh(xs[i]), xs[i] > 0 ? 1.0f : -1.0f) << "the host's tanh(" << xs[i] << ")";
+    EXPECT_EQ(g[i], 0.0f) << "d tanh / dx at " << xs[i];
+  }
+}
+
 TEST(CodegenTest, TanhKeepsTheSignOfZero) {
   const std::vector<float> got = OnDevice({0.0f, -0.0f}, &tanh);
   EXPECT_FALSE(std::signbit(got[0]));
