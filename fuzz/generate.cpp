@@ -161,6 +161,16 @@ std::string StepString(const Step& s, int index) {
     case Kind::kTakeAlongDim:
       o << "take_along_dim %" << s.a << " index %" << s.b << " dim " << dims();
       break;
+    case Kind::kIndex2:
+      o << "index %" << s.a << " ids %" << s.b << ", %" << s.c << " at dims " << dims();
+      break;
+    case Kind::kIndexPut:
+      o << "index_put %" << s.a << " ids %" << s.b << " at dim " << dims() << " values %" << s.c
+        << (s.keepdim ? " accumulate" : "");
+      break;
+    case Kind::kMaskedFill:
+      o << "masked_fill %" << s.a << " mask %" << s.b << " value " << s.scalar;
+      break;
     case Kind::kScan:
       o << "scan %" << s.a << " init %" << s.c << ": carry = tanh(" << kBinaryNames[s.which]
         << "(carry, x)" << (s.b >= 0 ? " + .5 %" + std::to_string(s.b) : "")
@@ -655,7 +665,8 @@ class Generator {
     // scatter_add takes every numeric dtype.
     const DType t = At(a).dtype;
     const bool scatter = t != DType::boolean;
-    const int which = Uniform(0, scatter ? 3 : 2);
+    const int which = Uniform(0, scatter ? 6 : 5);
+    if (which >= 3 && which <= 5) return AddIndexingForm(a, x, dim, which);
     Step s{which == 0   ? Kind::kGather
            : which == 1 ? Kind::kIndexSelect
            : which == 2 ? Kind::kTakeAlongDim
@@ -675,6 +686,57 @@ class Generator {
       if (s.kind == Kind::kScatterAdd) s.c = AddInput(index, At(a).dtype);
     }
     Add(s);
+  }
+
+  // The PyTorch-style forms (graph.h): x.index with two i32 id tensors of one shape (NumPy's
+  // rule places their shape at the first of their dims when side by side, else first),
+  // index_put along `dim` (values of the selected shape, x's dtype; accumulate for numeric x),
+  // masked_fill with a bool mask of x's shape.
+  void AddIndexingForm(int a, const SymShape& x, int dim, int which) {
+    const int rank = static_cast<int>(x.size());
+    const DType t = At(a).dtype;
+    if (which == 3) {
+      if (rank < 2) return;
+      int d1 = dim, d2 = Uniform(0, rank - 1);
+      if (d1 == d2) return;
+      if (d1 > d2) std::swap(d1, d2);
+      if (IsZero(x[d1]) || IsZero(x[d2])) return;
+      Step s{Kind::kIndex2};
+      s.a = a;
+      s.dims = {d1, d2};
+      s.dtype = t;
+      const SymShape ids = {RandomDim()};
+      s.b = AddInput(ids, DType::i32);
+      s.c = AddInput(ids, DType::i32);
+      SymShape rest;
+      for (int d = 0; d < rank; ++d) {
+        if (d != d1 && d != d2) rest.push_back(x[d]);
+      }
+      s.shape = rest;
+      const int at = d2 == d1 + 1 ? d1 : 0;
+      s.shape.insert(s.shape.begin() + at, ids[0]);
+      Add(s);
+    } else if (which == 4) {
+      Step s{Kind::kIndexPut};
+      s.a = a;
+      s.dims = {dim};
+      s.dtype = t;
+      s.keepdim = t != DType::boolean && Chance(0.5);
+      SymShape values = x;
+      values[dim] = RandomDim();
+      s.b = AddInput({values[dim]}, DType::i32);
+      s.c = AddInput(values, t);
+      s.shape = x;
+      Add(s);
+    } else {
+      Step s{Kind::kMaskedFill};
+      s.a = a;
+      s.b = AddInput(x, DType::boolean);
+      s.scalar = Uniform(0, 2) == 0 ? 0 : Uniform(0, 1) == 0 ? -1.5 : 2;
+      s.dtype = t;
+      s.shape = x;
+      Add(s);
+    }
   }
 
   // A scan over dim 0 of an f32 value (graph.h, Kind::kScan): its init an earlier value of the

@@ -25,6 +25,7 @@ bool Smooth(const Step& s) {
       return s.which <= 2;
     case Kind::kCompare:
     case Kind::kWhere:
+    case Kind::kMaskedFill:
       return false;
     case Kind::kReduce:
       return s.which != 2 && s.which != 3;
@@ -53,8 +54,10 @@ std::vector<bool> Reached(const Graph& g, bool only_gradients) {
       const bool index = (s.kind == Kind::kWhere && o == s.a) ||
                          ((s.kind == Kind::kGather || s.kind == Kind::kIndexSelect ||
                            s.kind == Kind::kScatterAdd || s.kind == Kind::kTakeAlongDim ||
-                           s.kind == Kind::kCrossEntropy) &&
-                          o == s.b);
+                           s.kind == Kind::kCrossEntropy || s.kind == Kind::kIndex2 ||
+                           s.kind == Kind::kIndexPut || s.kind == Kind::kMaskedFill) &&
+                          o == s.b) ||
+                         (s.kind == Kind::kIndex2 && o == s.c);
       if (!only_gradients || (!index && Differentiated(g[static_cast<size_t>(o)].dtype))) {
         reached[static_cast<size_t>(o)] = true;
       }

@@ -61,6 +61,9 @@ enum class Kind {
   kCrossEntropy,  // a (logits [N, C, d...]), b (i32 labels [N, d...])
   kAttention,     // a (q [..., L, E]), b (k [..., S, E]), c (v [..., S, Ev]), keepdim = causal
   kTakeAlongDim,  // a, dims[0], b (i32 index), as kGather
+  kIndex2,        // a.index({..., b, ..., c}): i32 ids b and c (one shape) at dims[0] < dims[1]
+  kIndexPut,      // index_put(a, {..., b}, c, accumulate = keepdim): i32 ids b at dims[0]
+  kMaskedFill,    // masked_fill(a, b (bool, a's shape), scalar)
   // scan over dim 0 of a (f32, rank >= 1) from init c (f32, a's shape without dim 0):
   // carry' = tanh(binary `which`(carry, x) [+ 0.5 * b, captured]), y = unary dims[0](carry');
   // the value is the stacked ys, or the last carry with keepdim.

@@ -254,6 +254,19 @@ Tensor Apply(const Step& s, const std::vector<Tensor>& v, int p) {
       return nn::scaled_dot_product_attention(a, v[s.b], v[s.c], s.keepdim);
     case Kind::kTakeAlongDim:
       return take_along_dim(a, v[s.b], s.dims[0]);
+    case Kind::kIndex2: {
+      std::vector<TensorIndex> entries(static_cast<size_t>(s.dims[1]) + 1, Slice());
+      entries[static_cast<size_t>(s.dims[0])] = v[s.b];
+      entries[static_cast<size_t>(s.dims[1])] = v[s.c];
+      return index(a, entries);
+    }
+    case Kind::kIndexPut: {
+      std::vector<TensorIndex> entries(static_cast<size_t>(s.dims[0]) + 1, Slice());
+      entries[static_cast<size_t>(s.dims[0])] = v[s.b];
+      return index_put(a, entries, v[s.c], s.keepdim);
+    }
+    case Kind::kMaskedFill:
+      return masked_fill(a, v[s.b], s.scalar);
     case Kind::kScan:
       return Scan(s, v, p);
   }

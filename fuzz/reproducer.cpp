@@ -226,6 +226,23 @@ std::string Expr(const Step& step, uint64_t seed, int palette, const Names& name
              (s.keepdim ? "true" : "false") + ")";
     case Kind::kTakeAlongDim:
       return "take_along_dim(" + a + ", " + b + ", " + std::to_string(s.dims[0]) + ")";
+    case Kind::kIndex2:
+    case Kind::kIndexPut: {
+      // {Slice(), ..., ids, ...}: the entries up to the last indexed dim.
+      const int64_t last = s.kind == Kind::kIndex2 ? s.dims[1] : s.dims[0];
+      std::string entries;
+      for (int64_t d = 0; d <= last; ++d) {
+        const std::string e = d == s.dims[0]                              ? b
+                              : s.kind == Kind::kIndex2 && d == s.dims[1] ? name(s.c)
+                                                                          : "Slice()";
+        entries += (d == 0 ? "" : ", ") + e;
+      }
+      if (s.kind == Kind::kIndex2) return a + ".index({" + entries + "})";
+      return "index_put(" + a + ", {" + entries + "}, " + name(s.c) + ", " +
+             (s.keepdim ? "true" : "false") + ")";
+    }
+    case Kind::kMaskedFill:
+      return "masked_fill(" + a + ", " + b + ", " + Num(s.scalar) + ")";
     case Kind::kScan:
       return ScanExpr(s, seed, palette, name);
   }
