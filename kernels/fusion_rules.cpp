@@ -89,9 +89,16 @@ void MaterializeBroadcastExpensiveNodes(Partition* p) {
     for (int r = 0; r < p->size() && !changed; ++r) {
       if (!p->IsRoot(r) || p->IsParam(r)) continue;
       const std::vector<int> region = p->Region(r);
-      // Every node of the region is evaluated once per element of the kernel's iteration.
+      // Every node of the region is evaluated once per element of the kernel's iteration. A
+      // leaf (a fill, an iota) is not: it is read where its readers need it, and a slice of a
+      // large one is small (a scan unrolled in a trace over a lazy ones({n, 8}) slices it once
+      // per step; counting its n * 8 elements made each step's carry look broadcast, so the
+      // chain was materialized one node per pass: cubic in n).
       int64_t iteration = 0;
-      for (int i : region) iteration = std::max(iteration, ir::NumElements(p->node(i).shape));
+      for (int i : region) {
+        if (p->node(i).operands.empty()) continue;
+        iteration = std::max(iteration, ir::NumElements(p->node(i).shape));
+      }
       // The largest candidate first: materializing it takes its own subexpressions with it.
       int best = -1;
       int64_t best_saved = 0;
