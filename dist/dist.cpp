@@ -5,9 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <cstddef>
+#include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "base/metrics_registry.h"
@@ -109,90 +108,26 @@ MPI_Datatype MpiType(DType d) {
   }
 }
 
-// A host vector as a 1-D tensor on `device` (one upload when it is a device).
-Tensor Upload(std::vector<float> v, Device device) {
-  const auto n = static_cast<int64_t>(v.size());
-  return tensor(std::move(v), {n}, device);
-}
-Tensor Upload(std::vector<double> v, Device device) {
-  const auto n = static_cast<int64_t>(v.size());
-  return tensor(v, {n}, DType::f64, device);
-}
-Tensor Upload(std::vector<int32_t> v, Device device) {
-  const auto n = static_cast<int64_t>(v.size());
-  return tensor(std::move(v), {n}, device);
-}
-Tensor Upload(std::vector<int64_t> v, Device device) {
-  const auto n = static_cast<int64_t>(v.size());
-  return tensor(std::move(v), {n}, device);
+// Appends v's bytes to the bucket at `at`.
+template <class T>
+void Put(std::vector<char>& bucket, size_t& at, const std::vector<T>& v) {
+  if (!v.empty()) std::memcpy(bucket.data() + at, v.data(), v.size() * sizeof(T));
+  at += v.size() * sizeof(T);
 }
 
-// One bucket: its members' values in one host buffer of the wire type T, packed where they
-// live (each run of members on one device flattened and concatenated there: one graph and one
-// read per run, not one per tensor; unless `send` is false, a broadcast's receiver, which
-// reads nothing), `collective` run on that buffer in place, and unless `write_back` is false
-// (a broadcast's root), the result uploaded once per run and each member given its slice
-// (scaled and cast back on the device).
-template <class T, typename Collective>
-void RunBucket(const std::string& op, std::vector<Tensor>& tensors,
-               const std::vector<size_t>& members, DType wire, Collective& collective, bool send,
-               bool write_back, double scale) {
-  std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) of members on one device
-  for (size_t b = 0; b < members.size();) {
-    size_t e = b + 1;
-    while (e < members.size() && tensors[members[e]].device() == tensors[members[b]].device()) {
-      ++e;
-    }
-    runs.emplace_back(b, e);
-    b = e;
-  }
-  std::vector<T> values;
-  for (const auto& [b, e] : runs) {
-    if (!send) {
-      for (size_t m = b; m < e; ++m) {
-        values.resize(values.size() + static_cast<size_t>(tensors[members[m]].numel()));
-      }
-      continue;
-    }
-    std::vector<Tensor> parts;
-    for (size_t m = b; m < e; ++m) parts.push_back(reshape(cast(tensors[members[m]], wire), {-1}));
-    std::vector<T> v = (parts.size() == 1 ? parts[0] : cat(parts, 0)).template to_vector<T>();
-    if (values.empty()) {
-      values = std::move(v);
-    } else {
-      values.insert(values.end(), v.begin(), v.end());
-    }
-  }
-  const auto start = std::chrono::steady_clock::now();
-  Check(op, collective(values.data(), static_cast<int>(values.size()), MpiType(wire)));
-  base::metrics::RecordTime("CollectiveTime", std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                  std::chrono::steady_clock::now() - start)
-                                                  .count());
-  base::metrics::Add("CollectiveCount", 1);
-  base::metrics::Add("CollectiveBytes", static_cast<int64_t>(values.size() * sizeof(T)));
-  if (!write_back) return;
-  size_t at = 0;
-  for (const auto& [b, e] : runs) {
-    size_t n = 0;
-    for (size_t m = b; m < e; ++m) n += static_cast<size_t>(tensors[members[m]].numel());
-    const Tensor all = Upload(std::vector<T>(values.begin() + static_cast<std::ptrdiff_t>(at),
-                                             values.begin() + static_cast<std::ptrdiff_t>(at + n)),
-                              tensors[members[b]].device());
-    int64_t offset = 0;
-    for (size_t m = b; m < e; ++m) {
-      Tensor& t = tensors[members[m]];
-      Tensor part = reshape(slice(all, 0, offset, offset + t.numel()), t.shape());
-      if (scale != 1) part = part * scale;
-      t.copy_(cast(part, t.dtype()));
-      offset += t.numel();
-    }
-    at += n;
-  }
+// The n values of type T in the bucket at `at`.
+template <class T>
+std::vector<T> Take(const std::vector<char>& bucket, size_t& at, size_t n) {
+  std::vector<T> v(n);
+  if (n > 0) std::memcpy(v.data(), bucket.data() + at, n * sizeof(T));
+  at += n * sizeof(T);
+  return v;
 }
 
-// Runs `collective(buffer, count, type)` over the tensors, bucket by bucket (RunBucket).
+// Runs `collective(buffer, count, type)` over the tensors, bucket by bucket, and writes each
+// bucket's result back into its tensors (unless `write_back` is false: a broadcast's root).
 template <typename Collective>
-void Bucketed(const std::string& op, std::vector<Tensor>& tensors, Collective collective, bool send,
+void Bucketed(const std::string& op, std::vector<Tensor>& tensors, Collective collective,
               bool write_back, double scale) {
   for (DType wire : {DType::f32, DType::f64, DType::i32, DType::i64}) {
     size_t i = 0;
@@ -210,14 +145,53 @@ void Bucketed(const std::string& op, std::vector<Tensor>& tensors, Collective co
       if (members.empty()) break;
       // Every rank has the same buckets (Agree), so all skip an empty one alike.
       if (bytes == 0) continue;
-      if (wire == DType::f32) {
-        RunBucket<float>(op, tensors, members, wire, collective, send, write_back, scale);
-      } else if (wire == DType::f64) {
-        RunBucket<double>(op, tensors, members, wire, collective, send, write_back, scale);
-      } else if (wire == DType::i32) {
-        RunBucket<int32_t>(op, tensors, members, wire, collective, send, write_back, scale);
-      } else {
-        RunBucket<int64_t>(op, tensors, members, wire, collective, send, write_back, scale);
+      std::vector<char> bucket(bytes);
+      size_t at = 0;
+      for (size_t m : members) {
+        const Tensor& t = tensors[m];
+        if (wire == DType::f32) {
+          Put(bucket, at, t.to_vector<float>());
+        } else if (wire == DType::f64) {
+          Put(bucket, at, t.to_vector<double>());
+        } else if (wire == DType::i32) {
+          Put(bucket, at, t.to_vector<int32_t>());
+        } else {
+          Put(bucket, at, t.to_vector<int64_t>());
+        }
+      }
+      const auto start = std::chrono::steady_clock::now();
+      const int count = static_cast<int>(bytes / dtype_size(wire));
+      Check(op, collective(bucket.data(), count, MpiType(wire)));
+      base::metrics::RecordTime("CollectiveTime",
+                                std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now() - start)
+                                    .count());
+      base::metrics::Add("CollectiveCount", 1);
+      base::metrics::Add("CollectiveBytes", static_cast<int64_t>(bytes));
+      if (!write_back) continue;
+      at = 0;
+      for (size_t m : members) {
+        Tensor& t = tensors[m];
+        const size_t n = static_cast<size_t>(t.numel());
+        Tensor host;
+        if (wire == DType::f32) {
+          std::vector<float> v = Take<float>(bucket, at, n);
+          if (scale != 1) {
+            for (float& x : v) x = static_cast<float>(x * scale);
+          }
+          host = cast(tensor(v, t.shape(), Device::host()), t.dtype());
+        } else if (wire == DType::f64) {
+          std::vector<double> v = Take<double>(bucket, at, n);
+          if (scale != 1) {
+            for (double& x : v) x *= scale;
+          }
+          host = tensor(v, t.shape(), DType::f64, Device::host());
+        } else if (wire == DType::i32) {
+          host = tensor(Take<int32_t>(bucket, at, n), t.shape(), Device::host());
+        } else {
+          host = tensor(Take<int64_t>(bucket, at, n), t.shape(), Device::host());
+        }
+        t.copy_(host);
       }
     }
   }
@@ -280,7 +254,7 @@ void all_reduce(std::vector<Tensor>& tensors, ReduceOp op) {
       [&](void* data, int count, MPI_Datatype type) {
         return MPI_Allreduce(MPI_IN_PLACE, data, count, type, mpi_op, MPI_COMM_WORLD);
       },
-      /*send=*/true, /*write_back=*/true, op == ReduceOp::mean ? 1.0 / world_size() : 1.0);
+      /*write_back=*/true, op == ReduceOp::mean ? 1.0 / world_size() : 1.0);
 }
 
 void broadcast(std::vector<Tensor>& tensors, int root) {
@@ -297,7 +271,7 @@ void broadcast(std::vector<Tensor>& tensors, int root) {
       [&](void* data, int count, MPI_Datatype type) {
         return MPI_Bcast(data, count, type, root, MPI_COMM_WORLD);
       },
-      /*send=*/rank() == root, /*write_back=*/rank() != root, 1.0);
+      /*write_back=*/rank() != root, 1.0);
 }
 
 void abort(int code) {

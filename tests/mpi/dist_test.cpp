@@ -75,29 +75,6 @@ TEST_P(DistTest, AllReduceSumMeanMaxOverDtypesAndBuckets) {
   EXPECT_EQ(x[1].to_vector<int64_t>(), std::vector<int64_t>(1, -1));
 }
 
-// A bucket of many tensors on one device moves as one: one read of all of them (packed on the
-// device), one upload of the result (sliced back on the device), not one of each per tensor.
-TEST_P(DistTest, ABucketOfManyTensorsIsOneReadAndOneUpload) {
-  const Device d = GetParam();
-  const int r = dist::rank(), n = dist::world_size();
-  std::vector<Tensor> t;
-  for (int k = 0; k < 20; ++k) t.push_back(full({k % 3 + 1, 5}, r + k, DType::f32, d));
-  sync(t);
-  const int64_t reads = C("TransferFromDeviceCount"), uploads = C("TransferToDeviceCount");
-  dist::all_reduce(t, dist::ReduceOp::mean);
-  const int64_t read_now = C("TransferFromDeviceCount"), uploaded_now = C("TransferToDeviceCount");
-  for (int k = 0; k < 20; ++k) {
-    // mean over ranks of (rank + k) = k + (n - 1) / 2
-    const float want = static_cast<float>(k + (n - 1) / 2.0);
-    EXPECT_EQ(t[static_cast<size_t>(k)].to_vector<float>(),
-              std::vector<float>(static_cast<size_t>((k % 3 + 1) * 5), want))
-        << k;
-  }
-  const bool moves = n > 1 && d.is_opencl();
-  EXPECT_EQ(read_now - reads, moves ? 1 : 0);
-  EXPECT_EQ(uploaded_now - uploads, moves ? 1 : 0);
-}
-
 TEST_P(DistTest, BroadcastGivesEveryRankTheRootsValues) {
   const Device d = GetParam();
   const int n = dist::world_size();
