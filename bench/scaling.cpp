@@ -114,7 +114,7 @@ int Scaling(const std::vector<std::string>& argv) {
   }
   std::printf(
       "lazycl-bench scaling on %s\ncpu: %s; examples/data_parallel, the char-LM model, global "
-      "batch %lld, mean of %lld steps per rank\n",
+      "batch %lld, %lld steps per rank (times: the mean after the first, which compiles)\n",
       device.c_str(), CpuFlags().c_str(), static_cast<long long>(batch),
       static_cast<long long>(steps));
   std::printf("  %5s %10s %10s %14s %7s %14s\n", "ranks", "seq/rank", "step_ms", "all_reduce_ms",
