@@ -103,6 +103,17 @@ class Device {
   // Builds (or finds) the programs of `sources` together, so that a graph's new kernels cost one
   // compiler run (ProgramCache::Prepare); GetKernel then finds them.
   absl::Status PreparePrograms(std::span<const ProgramSource> sources);
+  // Whether PreparePrograms(sources) would find every program built or in the disk cache (so it
+  // would not run the compiler, unless an entry turns out corrupt).
+  bool ProgramsCached(std::span<const ProgramSource> sources);
+  // Whether this device's driver compiles each kernel at its first launch with a work-group size
+  // (PoCL; its own disk cache keeps them) rather than when the program is built.
+  bool CompilesAtFirstLaunch() const;
+  // Whether the kernels of `sources` would run without compiling anything: ProgramsCached and,
+  // where the driver compiles at first launch, launched once before (MarkProgramsWarm) on this
+  // machine's caches.
+  bool ProgramsWarm(std::span<const ProgramSource> sources);
+  void MarkProgramsWarm(std::span<const ProgramSource> sources);
 
   // Enqueues one launch without waiting. `local` empty lets the runtime choose; otherwise each
   // global size must be a multiple of its local size. Written buffers get storage first; read

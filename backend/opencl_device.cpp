@@ -216,6 +216,23 @@ absl::Status Device::PreparePrograms(std::span<const ProgramSource> sources) {
   return impl_->programs->Prepare(sources);
 }
 
+bool Device::ProgramsCached(std::span<const ProgramSource> sources) {
+  return impl_->programs->Cached(sources);
+}
+
+bool Device::CompilesAtFirstLaunch() const {
+  return impl_->info.platform_name.find("Portable Computing Language") != std::string::npos;
+}
+
+bool Device::ProgramsWarm(std::span<const ProgramSource> sources) {
+  return CompilesAtFirstLaunch() ? impl_->programs->Warm(sources)
+                                 : impl_->programs->Cached(sources);
+}
+
+void Device::MarkProgramsWarm(std::span<const ProgramSource> sources) {
+  impl_->programs->MarkWarm(sources);
+}
+
 absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> args,
                             std::span<const size_t> global, std::span<const size_t> local,
                             int64_t profile_tag) {

@@ -509,7 +509,8 @@ void ProgramCache::TrimDisk() {
   }
 }
 
-absl::Status ProgramCache::BuildLocked(std::span<const ProgramSource> group,
+absl::Status ProgramCache::BuildLocked(std::unique_lock<std::mutex>& lock,
+                                       std::span<const ProgramSource> group,
                                        std::span<const std::string> member_keys) {
   const bool bundle = group.size() > 1;
   std::string source;
@@ -528,35 +529,48 @@ absl::Status ProgramCache::BuildLocked(std::span<const ProgramSource> group,
   }
   const std::string key = KeyText(source, options);
   const std::string hash = StableHashHex(key);
+  // Another thread building the same program: wait for it rather than build it twice.
+  built_cv_.wait(lock, [&] { return !building_.contains(hash); });
   Program* program = nullptr;
   if (auto it = programs_.find(hash); it != programs_.end()) {
     program = it->second.get();  // the same bundle, built before
   } else {
+    // Built and saved without the lock: a build takes from 75 ms to seconds, and other threads
+    // meanwhile create kernels of programs already built (the generic tier runs on them while
+    // the fused program builds in the background; runtime/tiering.h).
+    building_.insert(hash);
+    lock.unlock();
     absl::StatusOr<Built> built = BuildFromSource(source, options, hash);
+    if (built.ok()) {
+      const std::string path = CachePath(source, options);
+      if (!path.empty()) {
+        const bool saved = SaveToDisk(
+            path, key,
+            identity_.binary == CachedBinary::kCompiledObject ? built->object : built->executable);
+        // Each member's own entry names the bundle, so a later process finds it from any member.
+        for (size_t i = 0; saved && bundle && i < group.size(); ++i) {
+          WriteEntry(CachePath(group[i].source, group[i].options), kAliasMagic,
+                     KeyText(group[i].source, group[i].options), hash);
+        }
+        if (saved) TrimDisk();
+      }
+    }
+    lock.lock();
+    building_.erase(hash);
+    built_cv_.notify_all();
     if (!built.ok()) return built.status();
     auto entry = std::make_unique<Program>();
     entry->program = built->executable;
     entry->hash = hash;
     program = entry.get();
     programs_[hash] = std::move(entry);
-    const std::string path = CachePath(source, options);
-    if (!path.empty()) {
-      const bool saved = SaveToDisk(
-          path, key,
-          identity_.binary == CachedBinary::kCompiledObject ? built->object : built->executable);
-      // Each member's own entry names the bundle, so a later process finds it from any member.
-      for (size_t i = 0; saved && bundle && i < group.size(); ++i) {
-        WriteEntry(CachePath(group[i].source, group[i].options), kAliasMagic,
-                   KeyText(group[i].source, group[i].options), hash);
-      }
-      if (saved) TrimDisk();
-    }
   }
   for (size_t i = 0; i < group.size(); ++i) AddMemberLocked(member_keys[i], program, suffixes[i]);
   return absl::OkStatus();
 }
 
-absl::Status ProgramCache::EnsureLocked(std::span<const ProgramSource> sources) {
+absl::Status ProgramCache::EnsureLocked(std::unique_lock<std::mutex>& lock,
+                                        std::span<const ProgramSource> sources) {
   std::vector<ProgramSource> missing;
   std::vector<std::string> missing_keys;
   for (const ProgramSource& s : sources) {
@@ -589,27 +603,56 @@ absl::Status ProgramCache::EnsureLocked(std::span<const ProgramSource> sources) 
       group.push_back(missing[i]);
       keys.push_back(missing_keys[i]);
     }
-    if (absl::Status s = BuildLocked(group, keys); !s.ok()) return s;
+    if (absl::Status s = BuildLocked(lock, group, keys); !s.ok()) return s;
   }
   EvictLocked();
   return absl::OkStatus();
 }
 
 absl::Status ProgramCache::Prepare(std::span<const ProgramSource> sources) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return EnsureLocked(lock, sources);
+}
+
+bool ProgramCache::Cached(std::span<const ProgramSource> sources) {
   std::lock_guard<std::mutex> lock(mu_);
-  return EnsureLocked(sources);
+  for (const ProgramSource& s : sources) {
+    if (members_.contains(MemberKey(s.source, s.options))) continue;
+    const std::string path = CachePath(s.source, s.options);
+    std::error_code error;
+    if (path.empty() || !std::filesystem::exists(path, error)) return false;
+  }
+  return true;
+}
+
+bool ProgramCache::Warm(std::span<const ProgramSource> sources) {
+  if (!Cached(sources)) return false;
+  for (const ProgramSource& s : sources) {
+    std::error_code error;
+    if (!std::filesystem::exists(CachePath(s.source, s.options) + ".warm", error)) return false;
+  }
+  return true;
+}
+
+void ProgramCache::MarkWarm(std::span<const ProgramSource> sources) {
+  if (cache_dir_.empty()) return;
+  for (const ProgramSource& s : sources) {
+    // The marker's content does not matter; an empty file renamed into place is whole.
+    const std::string path = CachePath(s.source, s.options) + ".warm";
+    WriteEntry(path, kMagic, KeyText(s.source, s.options), "warm");
+  }
 }
 
 absl::StatusOr<KernelRef> ProgramCache::GetKernel(std::string_view source, std::string_view options,
                                                   std::string_view name) {
   // One build at a time per device: a second thread asking for the same program waits for the
   // first one's build rather than building it again.
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   const std::string member_key = MemberKey(source, options);
   auto it = members_.find(member_key);
   if (it == members_.end()) {
     const ProgramSource one{source, options};
-    if (absl::Status s = EnsureLocked({&one, 1}); !s.ok()) return s;
+    if (absl::Status s = EnsureLocked(lock, {&one, 1}); !s.ok()) return s;
     it = members_.find(member_key);
     LAZYCL_CHECK(it != members_.end(), "a program was built but not registered");
   }

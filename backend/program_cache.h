@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "backend/cl.h"
 #include "backend/device.h"
@@ -87,7 +89,8 @@ struct ProgramCacheLimits {
 };
 
 // Thread-safe: GetKernel holds the cache's mutex (taken under a Device's launch mutex, never the
-// other way round), building or loading at most once per program while it stays cached. Past
+// other way round), building or loading at most once per program while it stays cached; a build
+// runs with the mutex released (another thread asking for the same program waits for it). Past
 // `limits.programs`, the program used longest ago is released (ProgramCacheEvictions); past
 // `limits.disk_bytes`, a save trims the disk cache (disk_cache_trim.h).
 class ProgramCache {
@@ -106,6 +109,17 @@ class ProgramCache {
   // (program_bundle.h: one compiler run instead of one per program). The disk cache then holds
   // the bundle once and, under each member's own key, an alias naming it.
   absl::Status Prepare(std::span<const ProgramSource> sources);
+
+  // Whether every program of `sources` is in memory or has an entry in the disk cache (not yet
+  // checked: a corrupt entry is found out, and rebuilt, by Prepare).
+  bool Cached(std::span<const ProgramSource> sources);
+
+  // Whether every program of `sources` is Cached and marked warm (MarkWarm) in the disk cache.
+  bool Warm(std::span<const ProgramSource> sources);
+  // Notes in the disk cache that the kernels of `sources` were launched once at every
+  // work-group size their users take, so that a driver that compiles kernels at their first
+  // launch (PoCL) holds them compiled in its own cache. Nothing without a disk cache.
+  void MarkWarm(std::span<const ProgramSource> sources);
 
   // Programs held in memory now.
   size_t size();
@@ -139,9 +153,11 @@ class ProgramCache {
   static std::string MemberSuffix(const std::string& member_key);
   std::string KeyText(std::string_view source, std::string_view options) const;
 
-  absl::Status EnsureLocked(std::span<const ProgramSource> sources);
+  // With `lock` held on mu_; a build releases it while the compiler runs.
+  absl::Status EnsureLocked(std::unique_lock<std::mutex>& lock,
+                            std::span<const ProgramSource> sources);
   // Builds `group` (sharing their non -D options) as one program, or alone when it is one.
-  absl::Status BuildLocked(std::span<const ProgramSource> group,
+  absl::Status BuildLocked(std::unique_lock<std::mutex>& lock, std::span<const ProgramSource> group,
                            std::span<const std::string> member_keys);
   // Registers the member from the disk cache; false (not an error) when it is not there or
   // unusable (an unusable entry is deleted so the rebuilt program replaces it).
@@ -177,7 +193,10 @@ class ProgramCache {
   std::string cache_dir_;
   int debug_;
   ProgramCacheLimits limits_;
-  std::mutex mu_;  // guards programs_, members_, use_clock_ and each Program's kernels
+  std::mutex mu_;  // guards programs_, members_, use_clock_, building_ and each Program's kernels
+  // Programs (by hash) some thread is building with mu_ released; built_cv_ says when one ends.
+  absl::flat_hash_set<std::string> building_;
+  std::condition_variable built_cv_;
   uint64_t use_clock_ = 0;
   absl::flat_hash_map<std::string, std::unique_ptr<Program>> programs_;  // by Program::hash
   absl::flat_hash_map<std::string, Member> members_;                     // by MemberKey

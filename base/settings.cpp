@@ -171,6 +171,15 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
     if (i < 0) return Malformed("LAZYCL_CODEGEN", *v, "one of auto, cpu, gpu");
     settings.codegen = kValues[i];
   }
+
+  if (auto v = Get(lookup, "LAZYCL_COMPILE")) {
+    static constexpr std::string_view kNames[] = {"tiered", "sync", "generic"};
+    static constexpr CompileMode kValues[] = {CompileMode::kTiered, CompileMode::kSync,
+                                              CompileMode::kGeneric};
+    int i = Choose(*v, kNames);
+    if (i < 0) return Malformed("LAZYCL_COMPILE", *v, "one of tiered, sync, generic");
+    settings.compile = kValues[i];
+  }
   return settings;
 }
 

@@ -19,6 +19,10 @@ enum class CodegenStrategy { kAuto, kCpu, kGpu };
 // LAZYCL_KERNEL_CACHE_BINARY: what the disk cache stores of a program (backend/program_cache.h);
 // kAuto: compiled objects on PoCL, executables elsewhere.
 enum class KernelCacheBinary { kAuto, kObject, kExecutable };
+// LAZYCL_COMPILE (runtime/tiering.h): kTiered runs a never-seen graph on the generic kernels
+// while its fused program builds in the background; kSync builds the fused program first;
+// kGeneric runs every graph the generic kernels cover on them (tests compare the tiers).
+enum class CompileMode { kTiered, kSync, kGeneric };
 
 inline constexpr int64_t kDefaultKernelCacheMaxBytes = int64_t{1} << 30;  // 1 GiB
 inline constexpr int64_t kDefaultProgramCacheSize = 2048;
@@ -49,6 +53,7 @@ struct Settings {
   // pooled for reuse; 0 pools nothing. Unset: kDefaultPoolLimit of the device (backend/device.h).
   std::optional<int64_t> device_pool_limit;
   CodegenStrategy codegen = CodegenStrategy::kAuto;  // LAZYCL_CODEGEN: auto, cpu or gpu
+  CompileMode compile = CompileMode::kTiered;        // LAZYCL_COMPILE: tiered, sync or generic
 };
 
 // Looks up one environment variable; nullopt when unset.

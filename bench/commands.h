@@ -15,5 +15,6 @@ int OpsFirstResult(const std::vector<std::string>& args);
 int Models(const std::vector<std::string>& args);
 int Tune(const std::vector<std::string>& args);
 int Scaling(const std::vector<std::string>& args);
+int Warmup(const std::vector<std::string>& args);
 
 }  // namespace lazycl::bench

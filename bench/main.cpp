@@ -109,6 +109,10 @@ constexpr Command kCommands[] = {
      "machines [--steps N] [--batch B] [--link-gbps G] [--mpirun P] [--data-parallel P] "
      "[--json F]",
      lazycl::bench::Scaling},
+    {"warmup",
+     "build the generic kernels of tiered execution (LAZYCL_COMPILE) into the caches, and have "
+     "the driver compile each",
+     lazycl::bench::Warmup},
     {"ops-first-result", "(internal) W1 once in this process, for ops' first-result rows",
      lazycl::bench::OpsFirstResult},
     {"devices", "list OpenCL platforms and devices, and the one LAZYCL_* selects",

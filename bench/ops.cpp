@@ -11,6 +11,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -193,12 +194,12 @@ Tensor Randn(std::vector<int64_t> shape, uint64_t seed) {
 }
 
 // W1 in this process, from the first lazycl call to the result on the host.
-int FirstResult() {
+int FirstResult(int64_t n) {
   const auto start = std::chrono::steady_clock::now();
   const Device cl = Device::opencl();
-  Tensor a = zeros({kN}, DType::f32, cl) + 1.5;
-  Tensor b = zeros({kN}, DType::f32, cl) + 2.0;
-  Tensor c = zeros({kN}, DType::f32, cl) - 1.0;
+  Tensor a = zeros({n}, DType::f32, cl) + 1.5;
+  Tensor b = zeros({n}, DType::f32, cl) + 2.0;
+  Tensor c = zeros({n}, DType::f32, cl) - 1.0;
   sync({a, b, c});
   const auto inputs_ready = std::chrono::steady_clock::now();
   // All of W1 is computed (a read of one element alone would let laziness compute just that).
@@ -211,11 +212,14 @@ int FirstResult() {
 
 // Runs `lazycl-bench ops-first-result` in a fresh process with the given caches; returns the
 // milliseconds from its first W1 op to the result, or NaN.
-double FirstResultIn(const std::string& kernel_cache, const std::string& pocl_cache) {
+// `mode` sets LAZYCL_COMPILE ("" leaves the default, tiered); `elements`, W1's length.
+double FirstResultIn(const std::string& kernel_cache, const std::string& pocl_cache,
+                     const std::string& mode = "", int64_t elements = kN) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::string command =
-      absl::StrCat("LAZYCL_KERNEL_CACHE_DIR='", kernel_cache, "' POCL_CACHE_DIR='", pocl_cache,
-                   "' '", self, "' ops-first-result");
+      absl::StrCat(mode.empty() ? "" : absl::StrCat("LAZYCL_COMPILE=", mode, " "),
+                   "LAZYCL_KERNEL_CACHE_DIR='", kernel_cache, "' POCL_CACHE_DIR='", pocl_cache,
+                   "' '", self, "' ops-first-result --elements ", elements);
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return std::nan("");
   double total = std::nan(""), from_inputs = std::nan("");
@@ -239,9 +243,11 @@ std::string Fmt(double v) { return std::isnan(v) ? "n/a" : absl::StrFormat("%.3g
 
 }  // namespace
 
-int OpsFirstResult(const std::vector<std::string>&) {
+int OpsFirstResult(const std::vector<std::string>& args) {
   try {
-    return FirstResult();
+    int64_t n = kN;
+    if (args.size() == 2 && args[0] == "--elements") n = std::stoll(args[1]);
+    return FirstResult(n);
   } catch (const Error& e) {
     std::fprintf(stderr, "lazycl-bench ops-first-result: %s\n", e.what());
     return 1;
@@ -386,6 +392,55 @@ int Ops(const std::vector<std::string>& argv) {
       warm.met = warm.value <= 10;
       add(warm);
       add(cold);
+    }
+    {
+      // A never-seen W1 graph with the generic kernels already cached (lazycl-bench warmup in a
+      // fresh pair of caches, then each process on its own copy of them): tiered execution
+      // (the default) beside LAZYCL_COMPILE=sync on the same caches, at the ops rows' 2^24
+      // elements and at 2^20. At 2^24 the generic kernels would move ~900 MiB, past what tiered
+      // execution runs on them, so it builds W1 at once like sync.
+      const std::filesystem::path base = std::filesystem::temp_directory_path();
+      auto fresh = [&](const char* name) {
+        std::string dir = (base / absl::StrCat(name, "-XXXXXX")).string();
+        if (mkdtemp(dir.data()) == nullptr) throw Error("mkdtemp failed");
+        return dir;
+      };
+      const std::string kernel_cache = fresh("lazycl-warm"), pocl_cache = fresh("pocl-warm");
+      const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+      const int warmed =
+          std::system(absl::StrCat("LAZYCL_KERNEL_CACHE_DIR='", kernel_cache, "' POCL_CACHE_DIR='",
+                                   pocl_cache, "' '", self, "' warmup > /dev/null")
+                          .c_str());
+      auto run = [&](const std::string& mode, int64_t elements) {
+        std::vector<double> ms;
+        for (int i = 0; i < 3; ++i) {
+          const std::string k = fresh("lazycl-new"), p = fresh("pocl-new");
+          std::filesystem::copy(kernel_cache, k, std::filesystem::copy_options::recursive);
+          std::filesystem::copy(pocl_cache, p, std::filesystem::copy_options::recursive);
+          ms.push_back(warmed == 0 ? FirstResultIn(k, p, mode, elements) : std::nan(""));
+          std::filesystem::remove_all(k);
+          std::filesystem::remove_all(p);
+        }
+        for (double x : ms) {
+          if (std::isnan(x)) return x;
+        }
+        return Median(ms);
+      };
+      constexpr int64_t kSmall = int64_t{1} << 20;
+      for (const auto& [suffix, elements] :
+           {std::pair<std::string, int64_t>{"", kN}, {"_1m", kSmall}}) {
+        Row tiered = MakeRow(absl::StrCat("first_result_new_graph", suffix, "_ms"),
+                             run("", elements), "ms", "<= 50");
+        tiered.met = tiered.value <= 50;
+        add(tiered);
+        // The reference: the same process building W1 first (today's behaviour before tiers).
+        Row sync = MakeRow(absl::StrCat("first_result_new_graph", suffix, "_sync_ms"),
+                           run("sync", elements), "ms", "reference");
+        sync.met = true;
+        add(sync);
+      }
+      std::filesystem::remove_all(kernel_cache);
+      std::filesystem::remove_all(pocl_cache);
     }
     {
       // Many small kernels: each reduction ends a kernel. Host time = building the IR, hashing,

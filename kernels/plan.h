@@ -22,14 +22,16 @@ struct KernelArgSpec {
   // kOffset is an integer argument: `value` plus the run-time element offset at which `buffer`
   // is bound (Graph::bind_offsets); `wide` says whether it is passed as 64 or 32 bits.
   // kScalar is the value of Scalar leaf `scalar` (Graph::scalar_of), given at run time, passed
-  // as `dtype` is (bool as an int).
-  enum class Kind { kBuffer, kInt32, kInt64, kOffset, kScalar };
+  // as `dtype` is (bool as an int). kNumber is `number` passed the same way (the generic tier's
+  // constants, kernels/lower_generic.h).
+  enum class Kind { kBuffer, kInt32, kInt64, kOffset, kScalar, kNumber };
   Kind kind = Kind::kInt32;
   BufferRef buffer;
   bool written = false;
   bool wide = false;
   int64_t value = 0;
   int scalar = -1;
+  double number = 0;
   DType dtype = DType::f32;
 };
 

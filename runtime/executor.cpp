@@ -21,11 +21,13 @@
 #include "ir/half_precision.h"
 #include "ir/post_order.h"
 #include "kernels/lower.h"
+#include "kernels/lower_generic.h"
 #include "runtime/devices.h"
 #include "runtime/graph_dump.h"
 #include "runtime/matmul_tuner.h"
 #include "runtime/profile.h"
 #include "runtime/storage.h"
+#include "runtime/tiering.h"
 
 namespace lazycl::runtime {
 namespace {
@@ -46,11 +48,20 @@ using ir::Node;
 // A plan is immutable once cached but for `kernels`, so threads run one plan concurrently; the
 // device's in-order queue orders their kernels, and a buffer freed to the pool by one thread is
 // reused by another only through work enqueued after the first one's.
-struct CachedPlan {
+struct CachedPlan : std::enable_shared_from_this<CachedPlan> {
   uint64_t hash = 0;
   std::vector<uint64_t> key;
   kernels::Plan plan;
+  // Tiered execution (runtime/tiering.h): the same graph on the generic kernels, lowered when
+  // the plan's programs were neither built nor on disk (or LAZYCL_COMPILE=generic); nullptr
+  // where the generic kernels do not cover the graph.
+  std::shared_ptr<CachedPlan> generic;  // guarded by kernels_mu once the plan is cached
+  bool generic_tried = false;           // guarded by kernels_mu once the plan is cached
   std::mutex kernels_mu;
+  // Whether this plan's programs are building on the background builder, or failed to there (a
+  // later run then builds them at once, and reports the error).
+  enum class Build { kNone, kInBackground, kFailed };
+  Build build = Build::kNone;  // guarded by kernels_mu
   // Per kernel, per launch: its entry point, created when the launch first runs.
   std::vector<std::vector<backend::KernelRef>> kernels;  // guarded by kernels_mu
   // Whether the programs of all kernels were built (together) or found.
@@ -121,14 +132,23 @@ std::vector<const Node*> TopologicalOrder(const std::vector<const Node*>& output
   return ir::PostOrder(outputs);
 }
 
+}  // namespace
+
+bool UsesCpuStrategy(backend::Device& device) {
+  const base::Settings& settings = base::CurrentSettings();
+  return settings.codegen == base::CodegenStrategy::kCpu ||
+         (settings.codegen == base::CodegenStrategy::kAuto &&
+          device.info().type != base::DeviceType::kGpu);
+}
+
+namespace {
+
 absl::StatusOr<kernels::Target> TargetOf(backend::Device& device, const kernels::Graph& graph) {
   kernels::Target target;
-  const base::Settings& settings = base::CurrentSettings();
-  target.cpu = settings.codegen == base::CodegenStrategy::kCpu ||
-               (settings.codegen == base::CodegenStrategy::kAuto &&
-                device.info().type != base::DeviceType::kGpu);
+  target.cpu = UsesCpuStrategy(device);
   if (device.info().max_param_bytes > 0) target.max_param_bytes = device.info().max_param_bytes;
   target.compute_units = device.info().compute_units;
+  target.fp64 = device.info().fp64;
   const bool f64 = std::any_of(graph.nodes.begin(), graph.nodes.end(),
                                [](const Node* n) { return n->dtype == DType::f64; });
   if (f64 && !device.info().fp64) {
@@ -165,6 +185,13 @@ std::vector<uint64_t> GraphKey(const kernels::Graph& graph) {
   for (int o : graph.outputs) key.push_back(static_cast<uint64_t>(o));
   key.push_back(graph.bind_offsets ? 1 : 0);
   return key;
+}
+
+std::vector<backend::ProgramSource> Sources(const kernels::Plan& plan) {
+  std::vector<backend::ProgramSource> sources;
+  for (const kernels::KernelSpec& spec : plan.kernels)
+    sources.push_back({spec.source, spec.options});
+  return sources;
 }
 
 // Computes `outputs` of one device as one graph.
@@ -296,6 +323,68 @@ BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets
   return built;
 }
 
+namespace {
+
+// What a graph may cost on the generic kernels for tiered execution to run it there rather than
+// wait for its fused program: the bytes its kernels read and write, and a matmul's arithmetic.
+// Conservative bounds, so that the generic run takes well under one PoCL build (~75 ms plus ~40 ms
+// per kernel at first launch) on a slow CPU too: 256 MiB at 5 GB/s is ~50 ms, and a GFLOP on the
+// tiled template ~50-100 ms. A GPU, faster at both and slower to build, stays well inside them.
+constexpr int64_t kGenericTierMaxBytes = int64_t{256} << 20;
+constexpr int64_t kGenericTierMaxFlops = int64_t{1} << 30;
+
+// Lowers `graph` onto the generic kernels for `cached` (kernels/lower_generic.h), where they
+// cover it at a cost below the bounds above (tiered mode). Called before the plan is shared, or
+// under its kernels_mu.
+void AttachGeneric(const kernels::Graph& graph, const kernels::Target& target, CachedPlan& cached) {
+  const base::Settings& settings = base::CurrentSettings();
+  cached.generic_tried = true;
+  absl::StatusOr<kernels::Plan> generic = kernels::LowerGeneric(graph, target);
+  if (!generic.ok()) {
+    base::metrics::Add("GenericTierUncovered", 1);
+    if (settings.debug >= 1) {
+      std::fprintf(stderr, "lazycl: graph %016llx waits for its fused program: %s\n",
+                   static_cast<unsigned long long>(cached.hash),
+                   std::string(generic.status().message()).c_str());
+    }
+    return;
+  }
+  // Where the generic kernels would take about as long as building the fused program, the
+  // fused program is built at once (LAZYCL_COMPILE=generic runs them whatever they cost).
+  int64_t bytes = 0, flops = 0;
+  for (const kernels::KernelSpec& spec : generic->kernels) {
+    bytes += spec.bytes;
+    flops += spec.flops;
+  }
+  if (CurrentCompileMode() == base::CompileMode::kTiered &&
+      (bytes > kGenericTierMaxBytes || flops > kGenericTierMaxFlops)) {
+    base::metrics::Add("GenericTierTooCostly", 1);
+    if (settings.debug >= 1) {
+      std::fprintf(stderr,
+                   "lazycl: graph %016llx waits for its fused program: %lld bytes and %lld flops "
+                   "on the generic kernels\n",
+                   static_cast<unsigned long long>(cached.hash), static_cast<long long>(bytes),
+                   static_cast<long long>(flops));
+    }
+    return;
+  }
+  auto plan = std::make_shared<CachedPlan>();
+  plan->hash = cached.hash;
+  plan->plan = *std::move(generic);
+  for (const kernels::KernelSpec& spec : plan->plan.kernels) {
+    plan->kernels.emplace_back(spec.launches.size(), nullptr);
+  }
+  if (settings.debug >= 3) {
+    std::fprintf(stderr, "lazycl: graph %016llx on the generic kernels:\n",
+                 static_cast<unsigned long long>(cached.hash));
+    for (const kernels::KernelSpec& spec : plan->plan.kernels)
+      std::fprintf(stderr, "  %s\n", spec.summary.c_str());
+  }
+  cached.generic = std::move(plan);
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device_index,
                                                         const kernels::Graph& graph) {
   backend::Device& device = OpenClDevice(device_index);
@@ -303,12 +392,23 @@ absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device_index,
   std::vector<uint64_t> key = GraphKey(graph);
   key.push_back(MatmulBlockingGeneration());  // plans of an overridden blocking are not reused
   const uint64_t hash = absl::HashOf(key);
+  std::shared_ptr<CachedPlan> hit;
   {
     std::lock_guard<std::mutex> lock(CacheMutex());
-    if (std::shared_ptr<CachedPlan> hit = GraphCaches()[device_index].Find(hash, key)) {
-      base::metrics::Add("GraphCacheHits", 1);
-      return hit;
+    hit = GraphCaches()[device_index].Find(hash, key);
+  }
+  if (hit != nullptr) {
+    base::metrics::Add("GraphCacheHits", 1);
+    // A plan made under another mode (SetCompileMode) gets its generic plan when first asked.
+    if (CurrentCompileMode() == base::CompileMode::kGeneric) {
+      std::lock_guard<std::mutex> lock(hit->kernels_mu);
+      if (!hit->generic_tried) {
+        absl::StatusOr<kernels::Target> target = TargetOf(device, graph);
+        if (!target.ok()) return target.status();
+        AttachGeneric(graph, *target, *hit);
+      }
     }
+    return hit;
   }
   // Lowered unlocked: two threads may lower one graph at once; the later insert wins.
   absl::StatusOr<kernels::Target> target = TargetOf(device, graph);
@@ -321,6 +421,12 @@ absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device_index,
   cached->plan = *std::move(plan);
   for (const kernels::KernelSpec& spec : cached->plan.kernels) {
     cached->kernels.emplace_back(spec.launches.size(), nullptr);
+  }
+  // A graph whose fused programs would need the compiler gets its generic plan too.
+  const base::CompileMode mode = CurrentCompileMode();
+  if (mode == base::CompileMode::kGeneric ||
+      (mode == base::CompileMode::kTiered && !device.ProgramsCached(Sources(cached->plan)))) {
+    AttachGeneric(graph, *target, *cached);
   }
   {
     std::lock_guard<std::mutex> lock(CacheMutex());
@@ -352,10 +458,113 @@ size_t SetGraphCacheCapacity(size_t plans) {
   return previous;
 }
 
-absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Binding> params,
+namespace {
+
+// Whether the generic plan may run with these bindings: an output that shares its buffer with a
+// parameter (a donation, runtime/donation.h) must be written after every read of that parameter,
+// which the fused plan's check (DonationRefusal) does not promise for the generic plan's order.
+bool GenericBindingsSafe(const kernels::Plan& plan, std::span<const Binding> params,
+                         std::span<const Binding> outputs) {
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    for (size_t p = 0; p < params.size(); ++p) {
+      if (params[p].storage->id() != outputs[o].storage->id()) continue;
+      int last_write = -1, last_read = -1;
+      for (size_t k = 0; k < plan.kernels.size(); ++k) {
+        for (const kernels::KernelArgSpec& a : plan.kernels[k].args) {
+          if (a.kind != kernels::KernelArgSpec::Kind::kBuffer) continue;
+          if (a.buffer.kind == kernels::BufferRef::Kind::kOutput &&
+              a.buffer.index == static_cast<int>(o) && a.written)
+            last_write = static_cast<int>(k);
+          if (a.buffer.kind == kernels::BufferRef::Kind::kParam &&
+              a.buffer.index == static_cast<int>(p))
+            last_read = static_cast<int>(k);
+        }
+      }
+      if (last_read > last_write) return false;
+    }
+  }
+  return true;
+}
+
+// Starts building the fused programs of `cached` on the background builder; the plan's runs use
+// them once they are ready.
+void BuildInBackground(int device_index, std::shared_ptr<CachedPlan> cached) {
+  SubmitBackgroundBuild([device_index, cached = std::move(cached)] {
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = OpenClDevice(device_index).PreparePrograms(Sources(cached->plan));
+    base::metrics::RecordTime("BackgroundBuildTime",
+                              std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - start)
+                                  .count());
+    std::lock_guard<std::mutex> lock(cached->kernels_mu);
+    if (s.ok()) {
+      cached->programs_ready = true;
+      cached->build = CachedPlan::Build::kNone;
+    } else {
+      cached->build = CachedPlan::Build::kFailed;
+    }
+  });
+}
+
+// The plan to run now: `cached` once its programs are ready, built at once (LAZYCL_COMPILE=sync,
+// or a graph the generic kernels do not cover); otherwise its generic plan, while the fused
+// programs build in the background.
+absl::StatusOr<CachedPlan*> ChooseTier(int device_index, CachedPlan& cached,
+                                       std::span<const Binding> params,
+                                       std::span<const Binding> outputs) {
+  backend::Device& device = OpenClDevice(device_index);
+  const base::CompileMode mode = CurrentCompileMode();
+  CachedPlan* generic = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cached.kernels_mu);
+    const bool usable =
+        cached.generic != nullptr && GenericBindingsSafe(cached.generic->plan, params, outputs);
+    if (mode == base::CompileMode::kGeneric && usable) {
+      generic = cached.generic.get();
+    } else if (!cached.programs_ready) {
+      if (usable && cached.build == CachedPlan::Build::kInBackground) {
+        generic = cached.generic.get();
+      } else if (usable && cached.build == CachedPlan::Build::kNone &&
+                 device.ProgramsWarm(Sources(cached.generic->plan))) {
+        cached.build = CachedPlan::Build::kInBackground;
+        BuildInBackground(device_index, cached.shared_from_this());
+        generic = cached.generic.get();
+      } else {
+        if (usable && cached.build == CachedPlan::Build::kNone && !device.CompilesAtFirstLaunch()) {
+          // The generic kernels are not built on this device yet: built in the background
+          // after this graph's own programs, for the graphs after it. (Where the driver compiles
+          // each kernel at its first launch, that would leave each generic kernel's first use
+          // ~40 ms of compiling, often more than building the graph's own program: there
+          // lazycl-bench warmup makes them ready, runtime/generic_warmup.h.)
+          SubmitBackgroundBuild([device_index, g = cached.generic] {
+            (void)OpenClDevice(device_index).PreparePrograms(Sources(g->plan));
+          });
+        }
+        if (absl::Status s = device.PreparePrograms(Sources(cached.plan)); !s.ok()) return s;
+        cached.programs_ready = true;
+        cached.build = CachedPlan::Build::kNone;
+      }
+    }
+  }
+  if (generic == nullptr) return &cached;
+  base::metrics::Add("GenericTierRuns", 1);
+  std::lock_guard<std::mutex> lock(generic->kernels_mu);
+  if (!generic->programs_ready) {
+    if (absl::Status s = device.PreparePrograms(Sources(generic->plan)); !s.ok()) return s;
+    generic->programs_ready = true;
+  }
+  return generic;
+}
+
+}  // namespace
+
+absl::Status Execute(int device_index, CachedPlan& chosen, std::span<const Binding> params,
                      std::span<const Binding> outputs, std::span<const double> scalars) {
   backend::Device& device = OpenClDevice(device_index);
   backend::BufferManager& buffers = device.buffers();
+  absl::StatusOr<CachedPlan*> tier = ChooseTier(device_index, chosen, params, outputs);
+  if (!tier.ok()) return tier.status();
+  CachedPlan& cached = **tier;
   const kernels::Plan& plan = cached.plan;
   const Device where = Device::opencl(device_index);
   // Size-0 results are written by no kernel but still hold (no) data.
@@ -400,9 +609,13 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
         return a.wide ? backend::KernelArg::Int64(value)
                       : backend::KernelArg::Int32(static_cast<int32_t>(value));
       }
-      case kernels::KernelArgSpec::Kind::kScalar: {
-        // Stored as the dtype holds it (ir::MakeScalar), so these conversions are exact.
-        const double v = scalars[static_cast<size_t>(a.scalar)];
+      case kernels::KernelArgSpec::Kind::kScalar:
+      case kernels::KernelArgSpec::Kind::kNumber: {
+        // Stored as the dtype holds it (ir::MakeScalar, ir::MakeConstant), so these conversions
+        // are exact.
+        const double v = a.kind == kernels::KernelArgSpec::Kind::kNumber
+                             ? a.number
+                             : scalars[static_cast<size_t>(a.scalar)];
         switch (a.dtype) {
           case DType::f32:
             return backend::KernelArg::Float32(static_cast<float>(v));
@@ -435,17 +648,6 @@ absl::Status Execute(int device_index, CachedPlan& cached, std::span<const Bindi
       cached.profile_generation = generation;
     }
     tags = cached.profile_tags;
-  }
-  // The first run builds every new program of the plan in one compiler run.
-  {
-    std::lock_guard<std::mutex> lock(cached.kernels_mu);
-    if (!cached.programs_ready) {
-      std::vector<backend::ProgramSource> sources;
-      for (const kernels::KernelSpec& spec : plan.kernels)
-        sources.push_back({spec.source, spec.options});
-      if (absl::Status s = device.PreparePrograms(sources); !s.ok()) return s;
-      cached.programs_ready = true;
-    }
   }
   std::vector<backend::KernelArg> args;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {

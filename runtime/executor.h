@@ -11,6 +11,10 @@
 #include "runtime/donation.h"
 #include "runtime/storage.h"
 
+namespace lazycl::backend {
+class Device;
+}  // namespace lazycl::backend
+
 // The graph executor: the one place that knows the IR, the lowering and the backend.
 namespace lazycl::runtime {
 
@@ -36,6 +40,9 @@ inline constexpr int64_t kMaxPendingNodes = 512;
 absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> Materialize(
     int device, const std::vector<const ir::Node*>& outputs, bool wait = true,
     std::span<const Donation> donations = {});
+
+// Whether kernels for `device` use the CPU strategies (LAZYCL_CODEGEN, else the device's type).
+bool UsesCpuStrategy(backend::Device& device);
 
 // The message for reading a placeholder: names the word, the shape, the dtype and the device.
 std::string PlaceholderMessage(const ir::Node& leaf, const Device& device);

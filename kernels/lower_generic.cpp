@@ -1,0 +1,417 @@
+#include "kernels/lower_generic.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/codegen.h"
+#include "kernels/generic_library.h"
+
+namespace lazycl::kernels {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using ir::Shape;
+
+// Where a node's value is: element (offset + sum(index[d] * strides[d])) of a buffer.
+struct Access {
+  BufferRef buffer;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+};
+
+std::vector<int64_t> RowMajor(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 0);
+  int64_t s = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = s;
+    s *= shape[d];
+  }
+  return strides;
+}
+
+// Whether `a` reads a node of `shape` as one contiguous row-major run (dims of size 1 and empty
+// values whatever their strides).
+bool Contiguous(const Access& a, const Shape& shape) {
+  if (ir::NumElements(shape) == 0) return true;
+  int64_t expected = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) continue;
+    if (a.strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+// A rank-r list as kGenericRank entries, padded in front with `fill`.
+std::vector<int64_t> Padded(const std::vector<int64_t>& v, int64_t fill) {
+  std::vector<int64_t> out(static_cast<size_t>(kGenericRank) - v.size(), fill);
+  out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+// The target of the generic tier's matmul: matmul.cl, with no blocking to choose or tune.
+Target Tiled(const Target& target) {
+  Target tiled = target;
+  tiled.cpu = false;
+  tiled.bind_offsets = true;
+  return tiled;
+}
+
+class GenericLowering {
+ public:
+  GenericLowering(const Graph& graph, const Target& target)
+      : graph_(graph), target_(target), library_(GenericLibraryFor(target.cpu, target.fp64)) {}
+
+  absl::StatusOr<Plan> Run() {
+    for (size_t k = 0; k < graph_.outputs.size(); ++k) {
+      const Node& n = *graph_.nodes[static_cast<size_t>(graph_.outputs[k])];
+      output_of_[&n] = static_cast<int>(k);
+      plan_.output_bytes.push_back(static_cast<size_t>(ir::NumElements(n.shape)) *
+                                   dtype_size(n.dtype));
+    }
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      const Node& n = *graph_.nodes[i];
+      if (n.shape.size() > static_cast<size_t>(kGenericRank)) {
+        return absl::UnimplementedError(absl::StrCat("generic tier: rank ", n.shape.size(), " of ",
+                                                     ir::NodeString(n), " above ", kGenericRank));
+      }
+      if (absl::Status s = Visit(static_cast<int>(i), n); !s.ok()) return s;
+      if (auto it = output_of_.find(&n); it != output_of_.end()) {
+        const BufferRef out{BufferRef::Kind::kOutput, it->second};
+        const Access& a = access_.at(&n);
+        if (!(a.buffer.kind == out.kind && a.buffer.index == out.index)) {
+          if (absl::Status s = Copy(n, a, out); !s.ok()) return s;
+        }
+      }
+    }
+    plan_.temp_last_use.assign(plan_.temp_bytes.size(), -1);
+    for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+      for (const KernelArgSpec& a : plan_.kernels[k].args) {
+        if (a.kind == KernelArgSpec::Kind::kBuffer && a.buffer.kind == BufferRef::Kind::kTemp)
+          plan_.temp_last_use[static_cast<size_t>(a.buffer.index)] = static_cast<int>(k);
+      }
+    }
+    return std::move(plan_);
+  }
+
+ private:
+  absl::Status Visit(int i, const Node& n) {
+    switch (n.op) {
+      case Op::kBuffer:
+        access_[&n] = {{BufferRef::Kind::kParam, graph_.param_of[static_cast<size_t>(i)]},
+                       0,
+                       RowMajor(n.shape)};
+        return absl::OkStatus();
+      case Op::kConstant:
+      case Op::kScalar: {
+        KernelArgSpec v;
+        if (n.op == Op::kScalar) {
+          v.kind = KernelArgSpec::Kind::kScalar;
+          v.scalar = graph_.scalar_of[static_cast<size_t>(i)];
+        } else {
+          v.kind = KernelArgSpec::Kind::kNumber;
+          v.number = n.value;
+        }
+        v.dtype = n.dtype;
+        return Fill(n, GenericFillKernel(n.dtype), {v});
+      }
+      case Op::kIota:
+        return Fill(n, GenericIotaKernel(n.dtype), {});
+      case Op::kReshape: {
+        const Node& x = *n.operands[0];
+        Access a = access_.at(&x);
+        if (!Contiguous(a, x.shape)) {
+          const BufferRef t = Temp(x);
+          if (absl::Status s = Copy(x, a, t); !s.ok()) return s;
+          a = {t, 0, {}};
+        }
+        access_[&n] = {a.buffer, a.offset, RowMajor(n.shape)};
+        return absl::OkStatus();
+      }
+      case Op::kPermute: {
+        const Access& a = access_.at(n.operands[0].get());
+        Access v{a.buffer, a.offset, {}};
+        for (int64_t p : n.args) v.strides.push_back(a.strides[static_cast<size_t>(p)]);
+        access_[&n] = std::move(v);
+        return absl::OkStatus();
+      }
+      case Op::kExpand: {
+        const Node& x = *n.operands[0];
+        Access v = access_.at(&x);
+        for (size_t d = 0; d < n.shape.size(); ++d) {
+          if (x.shape[d] == 1) v.strides[d] = 0;
+        }
+        access_[&n] = std::move(v);
+        return absl::OkStatus();
+      }
+      case Op::kSlice: {
+        Access v = access_.at(n.operands[0].get());
+        for (size_t d = 0; d < n.shape.size(); ++d) v.offset += n.args[d] * v.strides[d];
+        access_[&n] = std::move(v);
+        return absl::OkStatus();
+      }
+      case Op::kPad:
+        return Pad(n);
+      case Op::kSum:
+      case Op::kMax:
+      case Op::kMin:
+      case Op::kProd:
+        return Reduce(n);
+      case Op::kMatmul:
+        return Matmul(n);
+      case Op::kGather:
+      case Op::kScatterAdd:
+      case Op::kCumsum:
+        return absl::UnimplementedError(
+            absl::StrCat("generic tier: no generic kernel for ", ir::NodeString(n)));
+      default:
+        break;
+    }
+    if (n.op == Op::kCast) {
+      return Elementwise(n, GenericCastKernel(n.operands[0]->dtype, n.dtype));
+    }
+    const DType operand = n.op == Op::kWhere ? n.operands[1]->dtype : n.operands[0]->dtype;
+    return Elementwise(n, GenericOpKernel(n.op, operand));
+  }
+
+  // Where node `n` is computed: its output, or a new temporary.
+  BufferRef Destination(const Node& n) {
+    if (auto it = output_of_.find(&n); it != output_of_.end())
+      return {BufferRef::Kind::kOutput, it->second};
+    return Temp(n);
+  }
+
+  BufferRef Temp(const Node& n) {
+    plan_.temp_bytes.push_back(static_cast<size_t>(ir::NumElements(n.shape)) * dtype_size(n.dtype));
+    return {BufferRef::Kind::kTemp, static_cast<int>(plan_.temp_bytes.size()) - 1};
+  }
+
+  static KernelArgSpec Buffer(BufferRef ref, bool written) {
+    KernelArgSpec s;
+    s.kind = KernelArgSpec::Kind::kBuffer;
+    s.buffer = ref;
+    s.written = written;
+    return s;
+  }
+  static KernelArgSpec I64(int64_t v) {
+    KernelArgSpec s;
+    s.kind = KernelArgSpec::Kind::kInt64;
+    s.value = v;
+    return s;
+  }
+  // An element offset into `ref`: parameters and outputs may be bound at a run-time offset.
+  static KernelArgSpec Offset(BufferRef ref, int64_t v) {
+    KernelArgSpec s = I64(v);
+    if (ref.kind != BufferRef::Kind::kTemp) {
+      s.kind = KernelArgSpec::Kind::kOffset;
+      s.buffer = ref;
+      s.wide = true;
+    }
+    return s;
+  }
+
+  // A kernel of the library writing `n` (its result's element count and padded sizes first).
+  absl::StatusOr<KernelSpec*> Start(const std::string& name, const Node& n, BufferRef out,
+                                    bool sizes) {
+    if (!library_.kernels.contains(name)) {
+      return absl::UnimplementedError(
+          absl::StrCat("generic tier: no kernel ", name, " for ", ir::NodeString(n)));
+    }
+    const int64_t count = ir::NumElements(n.shape);
+    KernelSpec& spec = plan_.kernels.emplace_back();
+    spec.source = library_.source;
+    spec.args = {Buffer(out, true), Offset(out, 0), I64(count)};
+    if (sizes) {
+      for (int64_t s : Padded(n.shape, 1)) spec.args.push_back(I64(s));
+    }
+    spec.launches.push_back(
+        Launch{name, {RoundUp(static_cast<size_t>(count), kGenericLocal)}, {kGenericLocal}, {}});
+    spec.summary = absl::StrCat("generic ", name, " ", ir::NodeString(n));
+    spec.fused_ops = ir::OpName(n.op);
+    spec.bytes = count * static_cast<int64_t>(dtype_size(n.dtype));
+    return &spec;
+  }
+
+  // How a kernel reads `a` for a result of `shape`, as the library's LC_MODE: 0 at the result's
+  // own index, 1 one element for all, 2 through the coordinates.
+  static int Mode(const Access& a, const Shape& shape) {
+    if (Contiguous(a, shape)) return 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] != 1 && a.strides[d] != 0) return 2;
+    }
+    return 1;
+  }
+
+  static void AddModes(KernelSpec& spec, const Node& n, const std::vector<const Access*>& views) {
+    int modes = 0;
+    for (size_t k = 0; k < views.size(); ++k) modes |= Mode(*views[k], n.shape) << (2 * k);
+    KernelArgSpec arg;
+    arg.kind = KernelArgSpec::Kind::kInt32;
+    arg.value = modes;
+    spec.args.push_back(arg);
+  }
+
+  static void AddView(KernelSpec& spec, const Access& a) {
+    spec.args.push_back(Buffer(a.buffer, false));
+    spec.args.push_back(Offset(a.buffer, a.offset));
+    for (int64_t s : Padded(a.strides, 0)) spec.args.push_back(I64(s));
+  }
+
+  absl::Status Fill(const Node& n, const std::string& name, std::vector<KernelArgSpec> extra) {
+    const BufferRef out = Destination(n);
+    absl::StatusOr<KernelSpec*> spec = Start(name, n, out, /*sizes=*/false);
+    if (!spec.ok()) return spec.status();
+    for (KernelArgSpec& a : extra) (*spec)->args.push_back(std::move(a));
+    access_[&n] = {out, 0, RowMajor(n.shape)};
+    return absl::OkStatus();
+  }
+
+  absl::Status Elementwise(const Node& n, const std::string& name) {
+    const BufferRef out = Destination(n);
+    absl::StatusOr<KernelSpec*> spec = Start(name, n, out, /*sizes=*/true);
+    if (!spec.ok()) return spec.status();
+    std::vector<const Access*> views;
+    for (const ir::NodePtr& o : n.operands) {
+      views.push_back(&access_.at(o.get()));
+      if (Mode(*views.back(), n.shape) != 1)
+        (*spec)->bytes += ir::NumElements(n.shape) * static_cast<int64_t>(dtype_size(o->dtype));
+    }
+    AddModes(**spec, n, views);
+    for (const Access* v : views) AddView(**spec, *v);
+    access_[&n] = {out, 0, RowMajor(n.shape)};
+    return absl::OkStatus();
+  }
+
+  // The value of `n` read through `a`, written contiguously to `out`.
+  absl::Status Copy(const Node& n, const Access& a, BufferRef out) {
+    absl::StatusOr<KernelSpec*> spec =
+        Start(GenericCopyKernel(dtype_size(n.dtype)), n, out, /*sizes=*/true);
+    if (!spec.ok()) return spec.status();
+    AddModes(**spec, n, {&a});
+    AddView(**spec, a);
+    (*spec)->fused_ops = "copy";
+    (*spec)->bytes *= 2;
+    return absl::OkStatus();
+  }
+
+  absl::Status Pad(const Node& n) {
+    const Node& x = *n.operands[0];
+    const BufferRef out = Destination(n);
+    absl::StatusOr<KernelSpec*> spec = Start(GenericPadKernel(n.dtype), n, out, /*sizes=*/true);
+    if (!spec.ok()) return spec.status();
+    AddView(**spec, access_.at(&x));
+    for (int64_t b : Padded(n.args, 0)) (*spec)->args.push_back(I64(b));
+    for (int64_t z : Padded(x.shape, 1)) (*spec)->args.push_back(I64(z));
+    KernelArgSpec fill;
+    fill.kind = KernelArgSpec::Kind::kNumber;
+    fill.number = n.value;
+    fill.dtype = n.dtype;
+    (*spec)->args.push_back(fill);
+    access_[&n] = {out, 0, RowMajor(n.shape)};
+    return absl::OkStatus();
+  }
+
+  absl::Status Reduce(const Node& n) {
+    const Node& x = *n.operands[0];
+    const BufferRef out = Destination(n);
+    absl::StatusOr<KernelSpec*> spec =
+        Start(GenericReduceKernel(n.op, n.dtype), n, out, /*sizes=*/true);
+    if (!spec.ok()) return spec.status();
+    AddView(**spec, access_.at(&x));
+    std::vector<int64_t> reduced(x.shape.size(), 1);
+    int64_t m = 1;
+    for (int64_t axis : n.args) {
+      reduced[static_cast<size_t>(axis)] = x.shape[static_cast<size_t>(axis)];
+      m *= x.shape[static_cast<size_t>(axis)];
+    }
+    (*spec)->args.push_back(I64(m));
+    KernelArgSpec linear;
+    linear.kind = KernelArgSpec::Kind::kInt32;
+    linear.value = Contiguous(access_.at(&x), reduced) ? 1 : 0;
+    (*spec)->args.push_back(linear);
+    for (int64_t t : Padded(reduced, 1)) (*spec)->args.push_back(I64(t));
+    (*spec)->bytes += ir::NumElements(x.shape) * static_cast<int64_t>(dtype_size(x.dtype));
+    access_[&n] = {out, 0, RowMajor(n.shape)};
+    return absl::OkStatus();
+  }
+
+  // A matmul operand as the template reads it: its batch dims folded into one stride, or, where
+  // they do not fold (a broadcast batch dim beside a real one, a permuted batch), a copy.
+  absl::StatusOr<StridedOperand> Operand(const Node& x) {
+    Access a = access_.at(&x);
+    const size_t r = x.shape.size();
+    auto folded = [&](const Access& v) -> std::optional<int64_t> {
+      int64_t batch_stride = 0;
+      int64_t later = 1;  // the product of the later batch dims' sizes
+      bool first = true;
+      for (size_t d = r - 2; d-- > 0;) {
+        if (x.shape[d] == 1) continue;
+        if (first) {
+          batch_stride = v.strides[d];
+          first = false;
+        } else if (v.strides[d] != batch_stride * later) {
+          return std::nullopt;
+        }
+        later *= x.shape[d];
+      }
+      return batch_stride;
+    };
+    std::optional<int64_t> batch = folded(a);
+    if (!batch.has_value()) {
+      const BufferRef t = Temp(x);
+      if (absl::Status s = Copy(x, a, t); !s.ok()) return s;
+      a = {t, 0, RowMajor(x.shape)};
+      batch = folded(a);
+    }
+    return StridedOperand{a.buffer, a.offset, *batch, a.strides[r - 2], a.strides[r - 1]};
+  }
+
+  absl::Status Matmul(const Node& n) {
+    absl::StatusOr<StridedOperand> a = Operand(*n.operands[0]);
+    if (!a.ok()) return a.status();
+    absl::StatusOr<StridedOperand> b = Operand(*n.operands[1]);
+    if (!b.ok()) return b.status();
+    const BufferRef out = Destination(n);
+    access_[&n] = {out, 0, RowMajor(n.shape)};
+    if (ir::NumElements(n.shape) == 0) return absl::OkStatus();
+    KernelSpec spec = EmitMatmul(n, out, *a, *b, Tiled(target_));
+    spec.fused_ops = "matmul";
+    for (const Node* x : {&n, n.operands[0].get(), n.operands[1].get()})
+      spec.bytes += ir::NumElements(x->shape) * static_cast<int64_t>(dtype_size(x->dtype));
+    plan_.kernels.push_back(std::move(spec));
+    return absl::OkStatus();
+  }
+
+  const Graph& graph_;
+  const Target& target_;
+  const GenericLibrary& library_;
+  Plan plan_;
+  absl::flat_hash_map<const Node*, int> output_of_;
+  absl::flat_hash_map<const Node*, Access> access_;
+};
+
+}  // namespace
+
+absl::StatusOr<Plan> LowerGeneric(const Graph& graph, const Target& target) {
+  return GenericLowering(graph, target).Run();
+}
+
+KernelSpec GenericMatmulKernel(DType dtype, const Target& target) {
+  const ir::NodePtr one = ir::MakeConstant(0, dtype, {1, 1});
+  const ir::NodePtr product = *ir::MakeMatmul(one, one);
+  const StridedOperand operand{{BufferRef::Kind::kParam, 0}, 0, 0, 1, 1};
+  return EmitMatmul(*product, {BufferRef::Kind::kOutput, 0}, operand, operand, Tiled(target));
+}
+
+}  // namespace lazycl::kernels
