@@ -93,6 +93,19 @@ class Builder {
       }
       Pad(d);
     }
+    for (DType d : kAllDTypes) {
+      if (Wanted(d, fp64_) && !is_half(d) &&
+          ir::MakeScan(Op::kCumsum, ir::MakeConstant(0, d, {1}), 0, false).ok())
+        Cumsum(d);
+    }
+    for (DType index : {DType::i32, DType::i64}) {
+      for (DType d : kAllDTypes) {
+        if (!Wanted(d, fp64_) || is_half(d)) continue;
+        Gather(d, index);
+        if (d == DType::f32 || d == DType::i32 || d == DType::i64 || d == DType::f64)
+          ScatterAdd(d, index);
+      }
+    }
     for (const char* t : {"uchar", "ushort", "uint", "ulong"}) {
       const size_t bytes = std::string(t) == "uchar"    ? 1
                            : std::string(t) == "ushort" ? 2
@@ -198,6 +211,61 @@ class Builder {
     Add(GenericPadKernel(d), params, body);
   }
 
+  // x read at the result's coordinates with the one along `dim` replaced by the index's value
+  // there, clamped into [0, xn - 1] (ir.h's Gather).
+  void Gather(DType d, DType index) {
+    Add(GenericGatherKernel(d, index),
+        absl::StrCat(OutParams(d), ", const int modes, ", ViewParam(d, "a"), ", ",
+                     ViewParam(index, "b"), ", const int dim, const long xn"),
+        absl::StrCat("  LC_COORDS\n  const long cs[6] = {c0, c1, c2, c3, c4, c5};\n",
+                     "  const long as[6] = {a0, a1, a2, a3, a4, a5};\n",
+                     "  const long raw = (long)b[LC_IX(b, 0)];\n",
+                     "  const long c = raw < 0 ? 0 : (raw >= xn ? xn - 1 : raw);\n",
+                     "  out[outo + i] = a[LC_AT(a) + (c - cs[dim]) * as[dim]];\n"));
+  }
+
+  // The running sum along `dim` up to the result's coordinate (from the end: `reverse`), in the
+  // fused scan kernel's order, from 0; one work-item per element, len additions at most.
+  void Cumsum(DType d) {
+    ExprArgs sum{d, d, {"acc", "a[base + j * as[dim]]"}, cpu_, false};
+    const std::string add = OpExpr(Op::kAdd, sum, &calls_);
+    Add(GenericCumsumKernel(d),
+        absl::StrCat(OutParams(d), ", ", ViewParam(d, "a"),
+                     ", const int dim, const int reverse, const long len"),
+        absl::StrCat("  LC_COORDS\n  const long cs[6] = {c0, c1, c2, c3, c4, c5};\n",
+                     "  const long as[6] = {a0, a1, a2, a3, a4, a5};\n",
+                     "  const long base = LC_AT(a) - cs[dim] * as[dim];\n  ", CType(d),
+                     " acc = ", Zero(d), ";\n  if (reverse) {\n",
+                     "    for (long j = len - 1; j >= cs[dim]; --j) acc = ", add, ";\n",
+                     "  } else {\n    for (long j = 0; j <= cs[dim]; ++j) acc = ", add, ";\n",
+                     "  }\n  out[outo + i] = acc;\n"));
+  }
+
+  // x plus the src elements whose index names the result's coordinate along `dim`, in
+  // ascending order along it (ir.h's ScatterAdd; the order of the host's and the fused
+  // kernels' sums); z0 .. z5 are the index's and src's sizes.
+  void ScatterAdd(DType d, DType index) {
+    std::string params = absl::StrCat(OutParams(d), ", ", ViewParam(d, "a"), ", ",
+                                      ViewParam(index, "b"), ", ", ViewParam(d, "w"));
+    for (int k = 0; k < kGenericRank; ++k) absl::StrAppend(&params, ", const long z", k);
+    absl::StrAppend(&params, ", const int dim");
+    ExprArgs sum{d, d, {"acc", "v"}, cpu_, false};
+    Add(GenericScatterAddKernel(d, index), params,
+        absl::StrCat(
+            "  LC_COORDS\n  ", CType(d), " acc = a[LC_AT(a)];\n",
+            "  const long p[6] = {c0, c1, c2, c3, c4, c5};\n",
+            "  const long zs[6] = {z0, z1, z2, z3, z4, z5};\n",
+            "  const long bs[6] = {b0, b1, b2, b3, b4, b5};\n",
+            "  const long ws[6] = {w0, w1, w2, w3, w4, w5};\n",
+            "  int inside = 1;\n  long ib = bo, iw = wo;\n",
+            "  for (int k = 0; k < 6; ++k) {\n    if (k == dim) continue;\n",
+            "    if (p[k] >= zs[k]) inside = 0;\n    ib += p[k] * bs[k];\n",
+            "    iw += p[k] * ws[k];\n  }\n", "  for (long j = 0; inside && j < zs[dim]; ++j) {\n",
+            "    if ((long)b[ib + j * bs[dim]] != p[dim]) continue;\n", "    const ", CType(d),
+            " v = w[iw + j * ws[dim]];\n    acc = ", OpExpr(Op::kAdd, sum, &calls_), ";\n  }\n",
+            "  out[outo + i] = acc;\n"));
+  }
+
   // One work-item per result element: its coordinates c0 .. c5 over the result's sizes (1 along
   // the reduced dims) plus e0 .. e5 over the m elements of the reduced dims t0 .. t5 (1 along
   // the kept dims).
@@ -248,6 +316,13 @@ std::string GenericCopyKernel(size_t element_bytes) {
   return absl::StrCat("g_copy_", element_bytes);
 }
 std::string GenericPadKernel(DType dtype) { return absl::StrCat("g_pad_", Id(dtype)); }
+std::string GenericGatherKernel(DType dtype, DType index) {
+  return absl::StrCat("g_gather_", Id(dtype), "_", Id(index));
+}
+std::string GenericCumsumKernel(DType dtype) { return absl::StrCat("g_cumsum_", Id(dtype)); }
+std::string GenericScatterAddKernel(DType dtype, DType index) {
+  return absl::StrCat("g_scatter_add_", Id(dtype), "_", Id(index));
+}
 std::string GenericReduceKernel(Op op, DType dtype) {
   return absl::StrCat("g_", Lower(ir::OpName(op)), "_", Id(dtype));
 }

@@ -44,5 +44,8 @@ std::string GenericIotaKernel(DType dtype);
 std::string GenericCopyKernel(size_t element_bytes);  // a strided view into a contiguous buffer
 std::string GenericPadKernel(DType dtype);
 std::string GenericReduceKernel(ir::Op op, DType dtype);
+std::string GenericGatherKernel(DType dtype, DType index);
+std::string GenericCumsumKernel(DType dtype);
+std::string GenericScatterAddKernel(DType dtype, DType index);
 
 }  // namespace lazycl::kernels

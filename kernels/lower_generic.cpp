@@ -171,10 +171,11 @@ class GenericLowering {
       case Op::kMatmul:
         return Matmul(n);
       case Op::kGather:
+        return Gather(n);
       case Op::kScatterAdd:
+        return ScatterAdd(n);
       case Op::kCumsum:
-        return absl::UnimplementedError(
-            absl::StrCat("generic tier: no generic kernel for ", ir::NodeString(n)));
+        return Cumsum(n);
       default:
         break;
     }
@@ -342,6 +343,77 @@ class GenericLowering {
     (*spec)->args.push_back(linear);
     for (int64_t t : Padded(reduced, 1)) (*spec)->args.push_back(I64(t));
     (*spec)->bytes += ir::NumElements(x.shape) * static_cast<int64_t>(dtype_size(x.dtype));
+    access_[&n] = {out, 0, RowMajor(n.shape)};
+    return absl::OkStatus();
+  }
+
+  // The padded position of dim `d` of a rank-`rank` value.
+  static KernelArgSpec Dim(int64_t d, size_t rank) {
+    KernelArgSpec arg;
+    arg.kind = KernelArgSpec::Kind::kInt32;
+    arg.value = d + kGenericRank - static_cast<int64_t>(rank);
+    return arg;
+  }
+
+  absl::Status Gather(const Node& n) {
+    const Node& x = *n.operands[0];
+    const Node& index = *n.operands[1];
+    const int64_t dim = n.args[0];
+    const BufferRef out = Destination(n);
+    absl::StatusOr<KernelSpec*> spec =
+        Start(GenericGatherKernel(n.dtype, index.dtype), n, out, /*sizes=*/true);
+    if (!spec.ok()) return spec.status();
+    const Access& ix = access_.at(&index);
+    AddModes(**spec, n, {&ix});
+    AddView(**spec, access_.at(&x));
+    AddView(**spec, ix);
+    (*spec)->args.push_back(Dim(dim, n.shape.size()));
+    (*spec)->args.push_back(I64(x.shape[static_cast<size_t>(dim)]));
+    (*spec)->bytes += ir::NumElements(n.shape) * static_cast<int64_t>(dtype_size(index.dtype));
+    access_[&n] = {out, 0, RowMajor(n.shape)};
+    return absl::OkStatus();
+  }
+
+  absl::Status Cumsum(const Node& n) {
+    const Node& x = *n.operands[0];
+    const int64_t dim = n.args[0];
+    const BufferRef out = Destination(n);
+    absl::StatusOr<KernelSpec*> spec = Start(GenericCumsumKernel(n.dtype), n, out, true);
+    if (!spec.ok()) return spec.status();
+    AddView(**spec, access_.at(&x));
+    (*spec)->args.push_back(Dim(dim, n.shape.size()));
+    KernelArgSpec reverse;
+    reverse.kind = KernelArgSpec::Kind::kInt32;
+    reverse.value = n.args[1];
+    (*spec)->args.push_back(reverse);
+    const int64_t len = n.shape[static_cast<size_t>(dim)];
+    (*spec)->args.push_back(I64(len));
+    // Each element adds up to len values: counted as arithmetic for the tier's bound.
+    (*spec)->flops = ir::NumElements(n.shape) * len / 2;
+    (*spec)->bytes *= 2;
+    access_[&n] = {out, 0, RowMajor(n.shape)};
+    return absl::OkStatus();
+  }
+
+  absl::Status ScatterAdd(const Node& n) {
+    const Node& x = *n.operands[0];
+    const Node& index = *n.operands[1];
+    const Node& src = *n.operands[2];
+    const int64_t dim = n.args[0];
+    const BufferRef out = Destination(n);
+    absl::StatusOr<KernelSpec*> spec =
+        Start(GenericScatterAddKernel(n.dtype, index.dtype), n, out, /*sizes=*/true);
+    if (!spec.ok()) return spec.status();
+    AddView(**spec, access_.at(&x));
+    AddView(**spec, access_.at(&index));
+    AddView(**spec, access_.at(&src));
+    for (int64_t z : Padded(index.shape, 1)) (*spec)->args.push_back(I64(z));
+    (*spec)->args.push_back(Dim(dim, n.shape.size()));
+    // Each result element scans the index along dim: counted as arithmetic for the tier's bound.
+    const int64_t along = index.shape[static_cast<size_t>(dim)];
+    (*spec)->flops = ir::NumElements(n.shape) * along;
+    (*spec)->bytes += ir::NumElements(index.shape) *
+                      static_cast<int64_t>(dtype_size(index.dtype) + dtype_size(src.dtype));
     access_[&n] = {out, 0, RowMajor(n.shape)};
     return absl::OkStatus();
   }

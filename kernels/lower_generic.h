@@ -15,7 +15,7 @@ namespace lazycl::kernels {
 // kernel's `bytes` counts what it reads and writes, `flops` a matmul's arithmetic (the executor
 // weighs the generic run against a build with them).
 //
-// Unimplemented for what the library does not cover: Gather, ScatterAdd, Cumsum, ranks above
+// Unimplemented for what the library does not cover: ranks above
 // kGenericRank, and kernels the library lacks (f16/bf16 values other than through Cast, f64
 // without target.fp64); the executor then builds the fused program at once.
 absl::StatusOr<Plan> LowerGeneric(const Graph& graph, const Target& target);

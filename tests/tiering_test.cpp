@@ -119,6 +119,18 @@ std::vector<Case> Cases() {
          Tensor e = Input({0, 3}, 1.5f, d) + Input({1, 3}, 1.6f, d);
          return cat({sum(e, {0}, true), exp(Input({1, 3}, 1.7f, d))}, 0);
        }},
+      {"gather, index_select, scatter_add, cumsum",
+       [](Device d) {
+         Tensor x = Input({5, 4}, 2.6f, d);
+         Tensor ids = tensor(std::vector<int64_t>{3, 0, 4, 4, 1}, {5}, d);
+         Tensor idx = tensor(std::vector<int32_t>{1, 0, 3, 3, 2, 2, 0, 1}, {2, 4}, d);
+         Tensor g = gather(x, 1, cast(idx, DType::i64));
+         Tensor s = scatter_add(zeros({4, 4}, DType::f32, d), 0, idx, Input({2, 4}, 2.7f, d));
+         Tensor c = cumsum(transpose(x, 0, 1), 1);  // [4, 5]
+         return cat({reshape(index_select(x, 0, ids), {-1}), reshape(g, {-1}), reshape(s, {-1}),
+                     reshape(c, {-1})},
+                    0);
+       }},
       {"softmax and log_softmax rows",
        [](Device d) {
          Tensor x = Input({6, 9}, 1.8f, d) * 4.0;
@@ -158,11 +170,13 @@ TEST_F(TieringTest, WhatTheGenericKernelsDoNotCoverRunsFused) {
   runtime::SetCompileMode(base::CompileMode::kGeneric);
   const int64_t uncovered = C("GenericTierUncovered");
   const int64_t generic = C("GenericTierRuns");
-  Tensor x = Input({4, 5}, 2.1f, cl);
-  const std::vector<float> got = cumsum(x, 1).to_vector<float>();
+  // Rank 7: above the generic kernels' 6 dims.
+  const std::vector<int64_t> shape = {1, 2, 1, 2, 1, 2, 3};
+  Tensor x = Input(shape, 2.1f, cl);
+  const std::vector<float> got = (exp(x) + 1.0).to_vector<float>();
   EXPECT_GT(C("GenericTierUncovered"), uncovered);
   EXPECT_EQ(C("GenericTierRuns"), generic);
-  const std::vector<float> want = cumsum(x.to(Device::host()), 1).to_vector<float>();
+  const std::vector<float> want = (exp(x.to(Device::host())) + 1.0).to_vector<float>();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i])));
