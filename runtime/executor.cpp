@@ -325,17 +325,20 @@ BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets
 
 namespace {
 
-// What a graph may cost on the generic kernels for tiered execution to run it there rather than
-// wait for its fused program: the bytes its kernels read and write, and a matmul's arithmetic.
-// Conservative bounds, so that the generic run takes well under one PoCL build (~75 ms plus ~40 ms
-// per kernel at first launch) on a slow CPU too: 256 MiB at 5 GB/s is ~50 ms, and a GFLOP on the
-// tiled template ~50-100 ms. A GPU, faster at both and slower to build, stays well inside them.
-constexpr int64_t kGenericTierMaxBytes = int64_t{256} << 20;
-constexpr int64_t kGenericTierMaxFlops = int64_t{1} << 30;
+// Tiered execution runs a graph on the generic kernels when that is expected to take less than
+// building its fused program. Conservative figures, so that it holds on a slow CPU: the generic
+// kernels move at least 4 GB/s and their tiled matmul computes at least 2 GFLOP/s (PoCL 3.1 on a
+// 2-core AVX-512 VM measured ~11 GB/s and ~4.7 GFLOP/s); a build costs at least 75 ms plus 25 ms
+// per kernel (PoCL: ~75 ms a program before its first kernel, ~40 ms per kernel at its first
+// launch). A GPU is faster at both and slower to build, so the rule errs to the build there.
+constexpr double kGenericBytesPerMs = 4e6;
+constexpr double kGenericFlopsPerMs = 2e6;
+constexpr double kBuildMs = 75;
+constexpr double kBuildMsPerKernel = 25;
 
 // Lowers `graph` onto the generic kernels for `cached` (kernels/lower_generic.h), where they
-// cover it at a cost below the bounds above (tiered mode). Called before the plan is shared, or
-// under its kernels_mu.
+// cover it and, in tiered mode, faster than its fused program builds (by the figures above). Called
+// before the plan is shared, or under its kernels_mu.
 void AttachGeneric(const kernels::Graph& graph, const kernels::Target& target, CachedPlan& cached) {
   const base::Settings& settings = base::CurrentSettings();
   cached.generic_tried = true;
@@ -349,22 +352,25 @@ void AttachGeneric(const kernels::Graph& graph, const kernels::Target& target, C
     }
     return;
   }
-  // Where the generic kernels would take about as long as building the fused program, the
-  // fused program is built at once (LAZYCL_COMPILE=generic runs them whatever they cost).
+  // Where the generic kernels would take longer than building the fused program, it is built at
+  // once (LAZYCL_COMPILE=generic runs them whatever they cost).
   int64_t bytes = 0, flops = 0;
   for (const kernels::KernelSpec& spec : generic->kernels) {
     bytes += spec.bytes;
     flops += spec.flops;
   }
-  if (CurrentCompileMode() == base::CompileMode::kTiered &&
-      (bytes > kGenericTierMaxBytes || flops > kGenericTierMaxFlops)) {
+  const double generic_ms = static_cast<double>(bytes) / kGenericBytesPerMs +
+                            static_cast<double>(flops) / kGenericFlopsPerMs;
+  const double build_ms =
+      kBuildMs + kBuildMsPerKernel * static_cast<double>(cached.plan.kernels.size());
+  if (CurrentCompileMode() == base::CompileMode::kTiered && generic_ms >= build_ms) {
     base::metrics::Add("GenericTierTooCostly", 1);
     if (settings.debug >= 1) {
       std::fprintf(stderr,
                    "lazycl: graph %016llx waits for its fused program: %lld bytes and %lld flops "
-                   "on the generic kernels\n",
+                   "on the generic kernels (~%.0f ms) against %zu kernels to build (~%.0f ms)\n",
                    static_cast<unsigned long long>(cached.hash), static_cast<long long>(bytes),
-                   static_cast<long long>(flops));
+                   static_cast<long long>(flops), generic_ms, cached.plan.kernels.size(), build_ms);
     }
     return;
   }
