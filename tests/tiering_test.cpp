@@ -24,11 +24,19 @@ using test::C;
 
 // The disk cache of this process starts empty, so that a graph's fused program is never-seen
 // (LAZYCL_* variables are read at the first use, after this runs).
-const bool kFreshCache = [] {
-  std::string dir = (std::filesystem::temp_directory_path() / "lazycl-tiering-XXXXXX").string();
-  if (mkdtemp(dir.data()) != nullptr) setenv("LAZYCL_KERNEL_CACHE_DIR", dir.c_str(), 1);
-  return true;
-}();
+// Removed at exit.
+struct FreshCache {
+  FreshCache() {
+    dir = (std::filesystem::temp_directory_path() / "lazycl-tiering-XXXXXX").string();
+    if (mkdtemp(dir.data()) != nullptr) setenv("LAZYCL_KERNEL_CACHE_DIR", dir.c_str(), 1);
+  }
+  ~FreshCache() {
+    std::error_code error;
+    std::filesystem::remove_all(dir, error);
+  }
+  std::string dir;
+};
+const FreshCache kFreshCache;
 
 std::vector<float> Values(int64_t n, float scale, float shift) {
   std::vector<float> v(static_cast<size_t>(n));
