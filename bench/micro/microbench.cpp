@@ -240,6 +240,40 @@ void BM_ReplayEnqueue(benchmark::State& state) {
 }
 BENCHMARK(BM_ReplayEnqueue)->UseRealTime()->Arg(1)->Arg(200)->Unit(benchmark::kMicrosecond);
 
+// The argument path for the user's scalars: `k` sums of `x * lr + step`, replayed with a new
+// `lr` and `step` every iteration (a learning-rate schedule, a step count). They are kernel
+// arguments (IR Scalar leaves), so every iteration is a graph-cache hit that builds nothing; a
+// scalar baked into the source would compile each iteration, and the benchmark fails then.
+void BM_ReplayChangingScalars(benchmark::State& state) {
+  const int64_t k = state.range(0);
+  try {
+    const std::vector<Tensor> xs = SmallInputs(k);
+    auto step = [&](double i) {
+      std::vector<Tensor> outs;
+      for (const Tensor& x : xs) outs.push_back(sum(x * (0.01 / (1.0 + i)) + i));
+      return outs;
+    };
+    sync(step(0));
+    CounterDelta launches("KernelLaunches");
+    sync(step(1));
+    const int64_t kernels = launches.get();
+    const ReplayCounters replay;
+    double i = 2;
+    for (auto _ : state) {
+      std::vector<Tensor> outs = step(i);
+      sync(outs);
+      state.PauseTiming();
+      i += 1;
+      outs.clear();
+      state.ResumeTiming();
+    }
+    ReplayChecked(state, replay, kernels);
+  } catch (const Error& e) {
+    Fail(state, e.what());
+  }
+}
+BENCHMARK(BM_ReplayChangingScalars)->UseRealTime()->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+
 // ---- Lowering + codegen --------------------------------------------------------------------
 
 // kernels::Lower alone (partitioning into kernels and generating OpenCL C) on a prebuilt
