@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/fault.h"
 #include "gtest/gtest.h"
 #include "lazycl/lazycl.h"
 #include "runtime/devices.h"
@@ -236,6 +237,30 @@ TEST_F(TieringTest, ANeverSeenGraphRunsGenericThenFused) {
   ExpectClose(again, want, 1e-5, "run after the build");
   EXPECT_EQ(C("GenericTierRuns"), after_build) << "the fused program did not replace the generic";
   ExpectClose(again, first, 1e-5, "fused vs generic");
+}
+
+// A fused program that fails to build in the background: the generic run's result stands, and
+// the next run builds at once (as LAZYCL_COMPILE=sync would), so a failure that persists is the
+// user's error then, not a silent stay on the generic kernels.
+TEST_F(TieringTest, AFailedBackgroundBuildIsBuiltAgainAtTheNextRun) {
+  const Device cl = test::DefaultCl();
+  runtime::SetCompileMode(base::CompileMode::kTiered);
+  absl::StatusOr<runtime::WarmupReport> warm = runtime::WarmGenericKernels(cl.index());
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  auto graph = [](const Tensor& x) { return relu(x * 3.0 - 1.0) + cos(x); };
+  const Tensor xh = Input({9, 7}, 2.8f, Device::host());
+  const Tensor want = graph(xh);
+  const int64_t generic = C("GenericTierRuns");
+  base::fault::FailNth(base::fault::Site::kBuild, 1);  // the background build of this graph
+  ExpectClose(graph(xh.to(cl)), want, 1e-5, "run on the generic kernels");
+  runtime::WaitForBackgroundBuilds();
+  EXPECT_EQ(base::fault::Count(base::fault::Site::kBuild), 1) << "the build was not attempted";
+  base::fault::Reset();
+  EXPECT_EQ(C("GenericTierRuns"), generic + 1);
+  const int64_t builds = C("ProgramBuilds");
+  ExpectClose(graph(xh.to(cl)), want, 1e-5, "run after the failed build");
+  EXPECT_EQ(C("GenericTierRuns"), generic + 1) << "stayed on the generic kernels";
+  EXPECT_GT(C("ProgramBuilds"), builds);
 }
 
 TEST(CompileModeSetting, ParsesItsValuesAndRejectsOthers) {
