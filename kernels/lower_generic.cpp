@@ -231,7 +231,7 @@ class GenericLowering {
     }
     const int64_t count = ir::NumElements(n.shape);
     KernelSpec& spec = plan_.kernels.emplace_back();
-    spec.source = library_.source;
+    spec.shared_source = &library_.source;
     spec.args = {Buffer(out, true), Offset(out, 0), I64(count)};
     if (sizes) {
       for (int64_t s : Padded(n.shape, 1)) spec.args.push_back(I64(s));

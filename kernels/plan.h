@@ -49,7 +49,11 @@ struct Launch {
 // the work unchecked over whole work-groups, which PoCL needs to vectorise the loop over
 // work-items, then the same work behind a bounds check over the rest; either may be empty.
 struct KernelSpec {
-  std::string source;               // complete OpenCL C
+  std::string source;  // complete OpenCL C (empty where `shared_source` is set)
+  // The generic tier's kernels all run one library program (generic_library.h), which outlives
+  // every plan: they point at it rather than each holding a copy of its ~100 KB.
+  const std::string* shared_source = nullptr;
+  const std::string& text() const { return shared_source != nullptr ? *shared_source : source; }
   std::string options;              // build options
   std::vector<KernelArgSpec> args;  // every launch's leading arguments
   std::vector<Launch> launches;

@@ -20,6 +20,7 @@
 #include "base/metrics_registry.h"
 #include "ir/half_precision.h"
 #include "ir/post_order.h"
+#include "kernels/generic_library.h"
 #include "kernels/lower.h"
 #include "kernels/lower_generic.h"
 #include "runtime/devices.h"
@@ -190,7 +191,7 @@ std::vector<uint64_t> GraphKey(const kernels::Graph& graph) {
 std::vector<backend::ProgramSource> Sources(const kernels::Plan& plan) {
   std::vector<backend::ProgramSource> sources;
   for (const kernels::KernelSpec& spec : plan.kernels)
-    sources.push_back({spec.source, spec.options});
+    sources.push_back({spec.text(), spec.options});
   return sources;
 }
 
@@ -430,8 +431,13 @@ absl::StatusOr<std::shared_ptr<CachedPlan>> PreparePlan(int device_index,
   }
   // A graph whose fused programs would need the compiler gets its generic plan too.
   const base::CompileMode mode = CurrentCompileMode();
+  // (On a driver that compiles kernels at their first launch, not before lazycl-bench warmup
+  // has warmed the generic library: until then the tier would never be taken.)
+  const backend::ProgramSource library{kernels::GenericLibraryFor(target->cpu, target->fp64).source,
+                                       ""};
   if (mode == base::CompileMode::kGeneric ||
-      (mode == base::CompileMode::kTiered && !device.ProgramsCached(Sources(cached->plan)))) {
+      (mode == base::CompileMode::kTiered && !device.ProgramsCached(Sources(cached->plan)) &&
+       (!device.CompilesAtFirstLaunch() || device.ProgramsWarm({&library, 1})))) {
     AttachGeneric(graph, *target, *cached);
   }
   {
@@ -523,11 +529,16 @@ absl::StatusOr<CachedPlan*> ChooseTier(int device_index, CachedPlan& cached,
   CachedPlan* generic = nullptr;
   {
     std::lock_guard<std::mutex> lock(cached.kernels_mu);
-    const bool usable =
-        cached.generic != nullptr && GenericBindingsSafe(cached.generic->plan, params, outputs);
-    if (mode == base::CompileMode::kGeneric && usable) {
+    // Judged only where the generic plan may run: a plan whose programs are ready (every run of
+    // a training step after its first ones) asks nothing.
+    auto usable_now = [&] {
+      return cached.generic != nullptr &&
+             GenericBindingsSafe(cached.generic->plan, params, outputs);
+    };
+    if (mode == base::CompileMode::kGeneric && usable_now()) {
       generic = cached.generic.get();
     } else if (!cached.programs_ready) {
+      const bool usable = usable_now();
       if (usable && cached.build == CachedPlan::Build::kInBackground) {
         generic = cached.generic.get();
       } else if (usable && cached.build == CachedPlan::Build::kNone &&
@@ -673,7 +684,7 @@ absl::Status Execute(int device_index, CachedPlan& chosen, std::span<const Bindi
         backend::KernelRef& entry = cached.kernels[k][l];
         if (entry == nullptr) {
           absl::StatusOr<backend::KernelRef> created =
-              device.GetKernel(spec.source, spec.options, launch.name);
+              device.GetKernel(spec.text(), spec.options, launch.name);
           if (!created.ok()) return created.status();
           entry = *created;
         }

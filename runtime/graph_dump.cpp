@@ -71,7 +71,7 @@ std::string PlanSource(const kernels::Plan& plan) {
           "} local {", absl::StrJoin(launch.local, ", "), "}",
           extra.empty() ? "" : absl::StrCat(", then ", absl::StrJoin(extra, ", ")), "\n");
     }
-    absl::StrAppend(&out, spec.source, "\n");
+    absl::StrAppend(&out, spec.text(), "\n");
   }
   return out;
 }
