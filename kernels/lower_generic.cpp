@@ -211,6 +211,12 @@ class GenericLowering {
     s.value = v;
     return s;
   }
+  static KernelArgSpec I32(int64_t v) {
+    KernelArgSpec s;
+    s.kind = KernelArgSpec::Kind::kInt32;
+    s.value = v;
+    return s;
+  }
   // An element offset into `ref`: parameters and outputs may be bound at a run-time offset.
   static KernelArgSpec Offset(BufferRef ref, int64_t v) {
     KernelArgSpec s = I64(v);
@@ -257,10 +263,7 @@ class GenericLowering {
   static void AddModes(KernelSpec& spec, const Node& n, const std::vector<const Access*>& views) {
     int modes = 0;
     for (size_t k = 0; k < views.size(); ++k) modes |= Mode(*views[k], n.shape) << (2 * k);
-    KernelArgSpec arg;
-    arg.kind = KernelArgSpec::Kind::kInt32;
-    arg.value = modes;
-    spec.args.push_back(arg);
+    spec.args.push_back(I32(modes));
   }
 
   static void AddView(KernelSpec& spec, const Access& a) {
@@ -337,10 +340,7 @@ class GenericLowering {
       m *= x.shape[static_cast<size_t>(axis)];
     }
     (*spec)->args.push_back(I64(m));
-    KernelArgSpec linear;
-    linear.kind = KernelArgSpec::Kind::kInt32;
-    linear.value = Contiguous(access_.at(&x), reduced) ? 1 : 0;
-    (*spec)->args.push_back(linear);
+    (*spec)->args.push_back(I32(Contiguous(access_.at(&x), reduced) ? 1 : 0));
     for (int64_t t : Padded(reduced, 1)) (*spec)->args.push_back(I64(t));
     (*spec)->bytes += ir::NumElements(x.shape) * static_cast<int64_t>(dtype_size(x.dtype));
     access_[&n] = {out, 0, RowMajor(n.shape)};
@@ -349,10 +349,7 @@ class GenericLowering {
 
   // The padded position of dim `d` of a rank-`rank` value.
   static KernelArgSpec Dim(int64_t d, size_t rank) {
-    KernelArgSpec arg;
-    arg.kind = KernelArgSpec::Kind::kInt32;
-    arg.value = d + kGenericRank - static_cast<int64_t>(rank);
-    return arg;
+    return I32(d + kGenericRank - static_cast<int64_t>(rank));
   }
 
   absl::Status Gather(const Node& n) {
@@ -382,10 +379,7 @@ class GenericLowering {
     if (!spec.ok()) return spec.status();
     AddView(**spec, access_.at(&x));
     (*spec)->args.push_back(Dim(dim, n.shape.size()));
-    KernelArgSpec reverse;
-    reverse.kind = KernelArgSpec::Kind::kInt32;
-    reverse.value = n.args[1];
-    (*spec)->args.push_back(reverse);
+    (*spec)->args.push_back(I32(n.args[1]));  // reverse
     const int64_t len = n.shape[static_cast<size_t>(dim)];
     (*spec)->args.push_back(I64(len));
     // Each element adds up to len values: counted as arithmetic for the tier's bound.

@@ -47,6 +47,18 @@ absl::StatusOr<WarmupReport> WarmGenericKernels(int device_index) {
   // matmul's M = N = K = 0) returns before any access.
   const Device where = Device::opencl(device_index);
   ir::Storage scratch(where, &device.buffers(), 64, "warm-up scratch");
+  // PoCL compiles a kernel for one work-group alone apart from one for a grid of many: both.
+  auto launch_both = [&](const backend::KernelRef& kernel,
+                         const std::vector<backend::KernelArg>& args,
+                         const std::vector<size_t>& local) -> absl::Status {
+    for (const size_t groups : {size_t{1}, kWarmupGroups}) {
+      std::vector<size_t> global = local;
+      global[0] *= groups;
+      if (absl::Status s = device.Launch(kernel, args, global, local); !s.ok()) return s;
+    }
+    ++report.kernels;
+    return absl::OkStatus();
+  };
   start = std::chrono::steady_clock::now();
   for (const auto& [name, signature] : library.kernels) {
     absl::StatusOr<backend::KernelRef> kernel = device.GetKernel(library.source, "", name);
@@ -74,13 +86,7 @@ absl::StatusOr<WarmupReport> WarmGenericKernels(int device_index) {
               absl::StrCat("generic kernel ", name, " has a parameter of unknown kind"));
       }
     }
-    // PoCL compiles a kernel for one work-group alone apart from one for a grid of many: both.
-    const size_t local[] = {kernels::kGenericLocal};
-    for (const size_t groups : {size_t{1}, kWarmupGroups}) {
-      const size_t global[] = {kernels::kGenericLocal * groups};
-      if (absl::Status s = device.Launch(*kernel, args, global, local); !s.ok()) return s;
-    }
-    ++report.kernels;
+    if (absl::Status s = launch_both(*kernel, args, {kernels::kGenericLocal}); !s.ok()) return s;
   }
   for (const kernels::KernelSpec& m : matmuls) {
     const kernels::Launch& launch = m.launches.front();
@@ -92,12 +98,7 @@ absl::StatusOr<WarmupReport> WarmGenericKernels(int device_index) {
                          ? backend::KernelArg::Write(scratch.id())
                          : backend::KernelArg::Int64(0));
     }
-    for (const size_t groups : {size_t{1}, kWarmupGroups}) {
-      std::vector<size_t> global = launch.local;
-      global[0] *= groups;
-      if (absl::Status s = device.Launch(*kernel, args, global, launch.local); !s.ok()) return s;
-    }
-    ++report.kernels;
+    if (absl::Status s = launch_both(*kernel, args, launch.local); !s.ok()) return s;
   }
   if (absl::Status s = device.Finish(); !s.ok()) return s;
   report.launch_ms = MsSince(start);
