@@ -71,6 +71,17 @@ struct LaunchTiming {
   uint64_t end_ns = 0;    // CL_PROFILING_COMMAND_END
 };
 
+// Host memory that a device copies to and from directly (Device::AllocatePinned): the driver's
+// own allocation (CL_MEM_ALLOC_HOST_PTR), mapped for the object's life. On a discrete GPU it is
+// page-locked, so reads and writes of device buffers into it need no staging copy inside the
+// driver. Must not outlive its Device (devices live until exit: runtime/devices.h).
+class PinnedHostMemory {
+ public:
+  virtual ~PinnedHostMemory() = default;
+  virtual void* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
 // A compiled kernel, owned by its Device's program cache; valid as long as the Device.
 class Kernel;
 using KernelRef = std::shared_ptr<const Kernel>;  // program_cache.h
@@ -135,6 +146,10 @@ class Device {
   // Waits for every tagged launch kept so far and returns their times, in launch order; the
   // kept events are released either way.
   absl::StatusOr<std::vector<LaunchTiming>> TakeTimings();
+
+  // `bytes` (0 allowed) of pinned host memory (PinnedHostMemory above); ResourceExhausted when
+  // the driver has none to give.
+  absl::StatusOr<std::unique_ptr<PinnedHostMemory>> AllocatePinned(size_t bytes);
 
   // Waits for everything enqueued.
   absl::Status Finish();

@@ -345,6 +345,58 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
   return absl::OkStatus();
 }
 
+namespace {
+
+// A CL_MEM_ALLOC_HOST_PTR buffer and its mapping; unmapped (and the unmap waited for) on
+// destruction, so the driver may release the memory at once.
+class MappedHostBuffer final : public PinnedHostMemory {
+ public:
+  MappedHostBuffer(cl::CommandQueue queue, cl::Buffer buffer, void* data, size_t size)
+      : queue_(std::move(queue)), buffer_(std::move(buffer)), data_(data), size_(size) {}
+  ~MappedHostBuffer() override {
+    cl::Event unmapped;
+    if (queue_.enqueueUnmapMemObject(buffer_, data_, nullptr, &unmapped) == CL_SUCCESS) {
+      unmapped.wait();
+    }
+  }
+  void* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  cl::CommandQueue queue_;
+  cl::Buffer buffer_;
+  void* data_;
+  size_t size_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PinnedHostMemory>> Device::AllocatePinned(size_t bytes) {
+  cl_int err = CL_SUCCESS;
+  if (base::fault::ShouldFail(base::fault::Site::kAlloc)) {
+    err = CL_MEM_OBJECT_ALLOCATION_FAILURE;
+  }
+  // OpenCL has no 0-byte buffers: 0 bytes maps one byte and reports size 0.
+  const size_t allocated = bytes == 0 ? 1 : bytes;
+  cl::Buffer buffer;
+  if (err == CL_SUCCESS) {
+    buffer = cl::Buffer(impl_->context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, allocated,
+                        nullptr, &err);
+  }
+  void* data = nullptr;
+  if (err == CL_SUCCESS) {
+    data = impl_->queue.enqueueMapBuffer(buffer, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, allocated,
+                                         nullptr, nullptr, &err);
+  }
+  if (err != CL_SUCCESS) {
+    return ClStatus(err, absl::StrCat("allocating ", bytes, " bytes of pinned host memory on '",
+                                      impl_->info.device_name,
+                                      "' (clCreateBuffer with CL_MEM_ALLOC_HOST_PTR, mapped)"));
+  }
+  return std::unique_ptr<PinnedHostMemory>(
+      new MappedHostBuffer(impl_->queue, std::move(buffer), data, bytes));
+}
+
 absl::Status Device::Finish() {
   absl::Status status = ClStatus(impl_->queue.finish(), "clFinish");
   std::lock_guard<std::mutex> lock(impl_->launch_mu);

@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "base/metrics_registry.h"
 #include "lazycl/lazycl.h"
+#include "lazycl/memory.h"
 
 namespace lazycl::dist {
 namespace {
@@ -108,27 +110,38 @@ MPI_Datatype MpiType(DType d) {
   }
 }
 
-// Appends v's bytes to the bucket at `at`.
-template <class T>
-void Put(std::vector<char>& bucket, size_t& at, const std::vector<T>& v) {
-  if (!v.empty()) std::memcpy(bucket.data() + at, v.data(), v.size() * sizeof(T));
-  at += v.size() * sizeof(T);
+// Where buckets are staged: pinned host memory of the device of the bucket's first tensor (the
+// OpenCL copies into and out of it take the driver's direct path: DMA on a discrete GPU), kept
+// from one call to the next and grown when a bucket needs more. Collectives are funnelled (one
+// thread calls them), the mutex is for a caller that breaks that rule. Never destroyed: the
+// devices it was allocated on live until exit too.
+PinnedBuffer& Staging(Device device, size_t bytes) {
+  static std::mutex mu;
+  static auto* buffers = new std::map<std::string, PinnedBuffer>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = buffers->find(device.str());
+  if (it == buffers->end() || it->second.size() < bytes) {
+    if (it != buffers->end()) buffers->erase(it);  // freed before its successor is allocated
+    it = buffers->emplace(device.str(), PinnedBuffer(bytes, device)).first;
+  }
+  return it->second;
 }
 
-// The n values of type T in the bucket at `at`.
 template <class T>
-std::vector<T> Take(const std::vector<char>& bucket, size_t& at, size_t n) {
-  std::vector<T> v(n);
-  if (n > 0) std::memcpy(v.data(), bucket.data() + at, n * sizeof(T));
-  at += n * sizeof(T);
-  return v;
+void Scale(char* data, size_t n, double scale) {
+  T* v = reinterpret_cast<T*>(data);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>(v[i] * scale);
 }
 
 // Runs `collective(buffer, count, type)` over the tensors, bucket by bucket, and writes each
 // bucket's result back into its tensors (unless `write_back` is false: a broadcast's root).
+// Each tensor crosses once each way, between its device buffer and its place in the staging
+// memory (f16 and bf16 widened to f32 on the device first, and narrowed there after).
 template <typename Collective>
 void Bucketed(const std::string& op, std::vector<Tensor>& tensors, Collective collective,
               bool write_back, double scale) {
+  NoGradGuard no_grad;
+  sync(tensors);  // pending values computed together, not one graph per tensor
   for (DType wire : {DType::f32, DType::f64, DType::i32, DType::i64}) {
     size_t i = 0;
     while (i < tensors.size()) {
@@ -145,23 +158,17 @@ void Bucketed(const std::string& op, std::vector<Tensor>& tensors, Collective co
       if (members.empty()) break;
       // Every rank has the same buckets (Agree), so all skip an empty one alike.
       if (bytes == 0) continue;
-      std::vector<char> bucket(bytes);
+      char* const bucket = static_cast<char*>(Staging(tensors[members[0]].device(), bytes).data());
       size_t at = 0;
       for (size_t m : members) {
         const Tensor& t = tensors[m];
-        if (wire == DType::f32) {
-          Put(bucket, at, t.to_vector<float>());
-        } else if (wire == DType::f64) {
-          Put(bucket, at, t.to_vector<double>());
-        } else if (wire == DType::i32) {
-          Put(bucket, at, t.to_vector<int32_t>());
-        } else {
-          Put(bucket, at, t.to_vector<int64_t>());
-        }
+        const size_t b = static_cast<size_t>(t.numel()) * dtype_size(wire);
+        (t.dtype() == wire ? t : cast(t, wire)).copy_to_host(bucket + at, b);
+        at += b;
       }
       const auto start = std::chrono::steady_clock::now();
       const int count = static_cast<int>(bytes / dtype_size(wire));
-      Check(op, collective(bucket.data(), count, MpiType(wire)));
+      Check(op, collective(bucket, count, MpiType(wire)));
       base::metrics::RecordTime("CollectiveTime",
                                 std::chrono::duration_cast<std::chrono::nanoseconds>(
                                     std::chrono::steady_clock::now() - start)
@@ -169,29 +176,20 @@ void Bucketed(const std::string& op, std::vector<Tensor>& tensors, Collective co
       base::metrics::Add("CollectiveCount", 1);
       base::metrics::Add("CollectiveBytes", static_cast<int64_t>(bytes));
       if (!write_back) continue;
+      if (scale != 1) {
+        if (wire == DType::f32) Scale<float>(bucket, bytes / sizeof(float), scale);
+        if (wire == DType::f64) Scale<double>(bucket, bytes / sizeof(double), scale);
+      }
       at = 0;
       for (size_t m : members) {
         Tensor& t = tensors[m];
-        const size_t n = static_cast<size_t>(t.numel());
-        Tensor host;
-        if (wire == DType::f32) {
-          std::vector<float> v = Take<float>(bucket, at, n);
-          if (scale != 1) {
-            for (float& x : v) x = static_cast<float>(x * scale);
-          }
-          host = cast(tensor(v, t.shape(), Device::host()), t.dtype());
-        } else if (wire == DType::f64) {
-          std::vector<double> v = Take<double>(bucket, at, n);
-          if (scale != 1) {
-            for (double& x : v) x *= scale;
-          }
-          host = tensor(v, t.shape(), DType::f64, Device::host());
-        } else if (wire == DType::i32) {
-          host = tensor(Take<int32_t>(bucket, at, n), t.shape(), Device::host());
+        const size_t b = static_cast<size_t>(t.numel()) * dtype_size(wire);
+        if (t.dtype() == wire) {
+          t.copy_from_host(bucket + at, b);
         } else {
-          host = tensor(Take<int64_t>(bucket, at, n), t.shape(), Device::host());
+          t.copy_(cast(from_host_memory(bucket + at, b, t.shape(), wire, t.device()), t.dtype()));
         }
-        t.copy_(host);
+        at += b;
       }
     }
   }

@@ -12,6 +12,7 @@
 #include "lazycl/autograd.h"
 #include "lazycl/ops.h"
 #include "runtime/executor.h"
+#include "runtime/storage.h"
 
 namespace lazycl::frontend {
 
@@ -79,6 +80,50 @@ Tensor& Tensor::copy_(const Tensor& src) {
   Tensor value = src.to(impl.device) * 1.0;
   if (!is_floating(dtype())) value = cast(src.to(impl.device), dtype());
   frontend::AssignInPlace({impl_.get()}, {value});
+  return *this;
+}
+
+Tensor& Tensor::copy_from_host(const void* src, size_t bytes) {
+  frontend::ImplOf(*this, "copy_from_host");
+  TensorImpl& impl = *impl_;
+  const ir::NodePtr old = frontend::NodeOf(impl);
+  const int64_t n = ir::NumElements(old->shape);
+  const size_t need = static_cast<size_t>(n) * dtype_size(old->dtype);
+  if (bytes != need) {
+    base::ThrowInvalid(
+        "copy_from_host",
+        absl::StrCat("the source holds ", bytes, " bytes but ", str(), " has ", n, " elements of ",
+                     dtype_size(old->dtype), " bytes = ", need, " bytes"));
+  }
+  if (src == nullptr && bytes > 0) {
+    base::ThrowInvalid("copy_from_host", absl::StrCat("the source is null for ", bytes, " bytes"));
+  }
+  if (is_placeholder()) {
+    base::ThrowInvalid("copy_from_host",
+                       absl::StrCat(str(), " is a placeholder: it has no buffer"));
+  }
+  if (old->dtype == DType::boolean) {
+    const auto* b = static_cast<const uint8_t*>(src);
+    for (size_t i = 0; i < bytes; ++i) {
+      if (b[i] > 1) {
+        base::ThrowInvalid("copy_from_host", absl::StrCat("byte ", i, " of the source is ", b[i],
+                                                          "; a bool tensor's bytes are 0 or 1"));
+      }
+    }
+  }
+  // Into the tensor's own buffer when nobody else can see the old values: its leaf is held only
+  // by this tensor and `old`, no other leaf shares its storage, and its bytes are not waiting in
+  // a file. Commands already enqueued that read it run first (the copy is on the same in-order
+  // queue and waits). Otherwise into a new buffer, to which the tensor is rebound.
+  if (old->op == ir::Op::kBuffer && old.use_count() == 2 && old->storage.use_count() == 1 &&
+      !old->storage->manager().PendingSource(old->storage->id()).has_value()) {
+    if (bytes > 0) {
+      base::ThrowIfError(old->storage->manager().Upload(old->storage->id(), src, 0, bytes));
+    }
+    return *this;
+  }
+  const Tensor fresh = frontend::FromHostBytes(src, bytes, old->dtype, old->shape, impl.device);
+  frontend::RebindNode(impl, old, frontend::NodeOf(*fresh.impl()));
   return *this;
 }
 

@@ -1,6 +1,7 @@
 #include "frontend/dispatch.h"
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -56,6 +57,17 @@ void Compute(const Tensor& t) {
   base::ThrowIfError(Materialize({impl}));
 }
 
+// The Buffer holding t's value, computed now if pending; Error if that needs a placeholder's
+// data or t is a placeholder that was never written.
+ir::NodePtr ComputedLeaf(const Tensor& t) {
+  Compute(t);
+  ir::NodePtr leaf = NodeOf(*t.impl());
+  if (leaf->storage->placeholder() && !leaf->storage->manager().IsWritten(leaf->storage->id())) {
+    base::Throw(absl::FailedPreconditionError(runtime::PlaceholderMessage(*leaf, t.device())));
+  }
+  return leaf;
+}
+
 // Where a view's elements lie in its buffer when they are one contiguous run: `leaf` is the
 // Buffer, `offset` the first element. Only reshapes and slices of a buffer that holds data
 // (computed, uploaded, or a written placeholder) qualify; anything else is nullopt.
@@ -101,43 +113,55 @@ Tensor FromHostBytes(const void* data, size_t bytes, DType dtype, ir::Shape shap
   return MakeTensor(ir::MakeBuffer(std::move(storage), dtype, std::move(shape)), device);
 }
 
+void ReadBytes(const Tensor& t, void* dst) {
+  const TensorImpl& impl = ImplOf(t, "read");
+  ir::NodePtr leaf_node = NodeOf(impl);  // held: another thread may rebind `t` meanwhile
+  if (auto range = ReadableRange(*leaf_node); range.has_value() && !impl.device.is_host()) {
+    // A contiguous view of a computed buffer (slice(y, 0, 0, 1).item()) is read in place: no
+    // copy kernel to compile and run, and only its own bytes cross.
+    const size_t bytes =
+        static_cast<size_t>(ir::NumElements(leaf_node->shape)) * dtype_size(leaf_node->dtype);
+    if (bytes > 0) {
+      base::ThrowIfError(range->leaf->storage->manager().Download(
+          range->leaf->storage->id(), dst,
+          static_cast<size_t>(range->offset) * dtype_size(leaf_node->dtype), bytes));
+    }
+    return;
+  }
+  leaf_node = ComputedLeaf(t);
+  const ir::Node& leaf = *leaf_node;
+  if (leaf.storage->bytes() == 0) return;
+  if (impl.device.is_host()) {
+    // Host memory is readable in place once a lazily loaded checkpoint tensor is read in.
+    base::ThrowIfError(leaf.storage->manager().Load(leaf.storage->id()));
+    std::memcpy(dst, backend::HostMemory().Data(leaf.storage->id()), leaf.storage->bytes());
+    return;
+  }
+  base::ThrowIfError(
+      leaf.storage->manager().Download(leaf.storage->id(), dst, 0, leaf.storage->bytes()));
+}
+
 Tensor Transfer(const Tensor& t, Device to) {
   const TensorImpl& impl = ImplOf(t, "to");
   if (impl.device == to) return t;
   if (to.is_opencl()) runtime::OpenClDevice(to.index());  // a bad index fails here, before any work
   std::shared_ptr<ir::Storage> host;
-  ir::NodePtr leaf_node = NodeOf(impl);  // held: another thread may rebind `t` meanwhile
-  const ir::Node* leaf = leaf_node.get();
-  if (auto range = ReadableRange(*leaf); range.has_value() && !impl.device.is_host()) {
-    // A contiguous view of a computed buffer (slice(y, 0, 0, 1).item()) is read in place: no
-    // copy kernel to compile and run, and only its own bytes cross.
+  ir::NodePtr leaf_node = NodeOf(impl);
+  if (impl.device.is_host()) {
+    // Host memory is uploaded from where it lies (once a lazily loaded checkpoint tensor is read
+    // in).
+    leaf_node = ComputedLeaf(t);
+    host = leaf_node->storage;
+    base::ThrowIfError(host->manager().Load(host->id()));
+  } else {
+    // A device buffer is read back into new host memory.
     const size_t bytes =
-        static_cast<size_t>(ir::NumElements(leaf->shape)) * dtype_size(leaf->dtype);
+        static_cast<size_t>(ir::NumElements(leaf_node->shape)) * dtype_size(leaf_node->dtype);
     host = NewStorage(Device::host(), bytes, "download");
     base::ThrowIfError(backend::HostMemory().PrepareWrite(host->id()));
-    if (bytes > 0) {
-      base::ThrowIfError(range->leaf->storage->manager().Download(
-          range->leaf->storage->id(), backend::HostMemory().Data(host->id()),
-          static_cast<size_t>(range->offset) * dtype_size(leaf->dtype), bytes));
-    }
-  } else {
-    Compute(t);
-    leaf_node = NodeOf(impl);
-    leaf = leaf_node.get();
-    if (leaf->storage->placeholder() && !leaf->storage->manager().IsWritten(leaf->storage->id())) {
-      base::Throw(absl::FailedPreconditionError(runtime::PlaceholderMessage(*leaf, impl.device)));
-    }
-    // Host memory is readable in place (once a lazily loaded checkpoint tensor is read in); a
-    // device buffer is read back into host memory first.
-    host = leaf->storage;
-    if (impl.device.is_host()) base::ThrowIfError(host->manager().Load(host->id()));
-    if (!impl.device.is_host()) {
-      host = NewStorage(Device::host(), leaf->storage->bytes(), "download");
-      base::ThrowIfError(backend::HostMemory().PrepareWrite(host->id()));
-      base::ThrowIfError(leaf->storage->manager().Download(
-          leaf->storage->id(), backend::HostMemory().Data(host->id()), 0, leaf->storage->bytes()));
-    }
+    ReadBytes(t, backend::HostMemory().Data(host->id()));
   }
+  const ir::Node* leaf = leaf_node.get();
   if (to.is_host()) {
     std::shared_ptr<TensorImpl> out = NewImpl(ir::MakeBuffer(host, leaf->dtype, leaf->shape), to);
     if (impl.requires_grad && is_grad_enabled()) RecordTransfer(*out, t.impl());

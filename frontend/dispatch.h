@@ -42,6 +42,11 @@ inline Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device,
   return Wrap(std::move(node), device, std::span<const OpInput>(inputs.begin(), inputs.size()));
 }
 
+// Writes t's values, row-major in its dtype, to `dst` (which holds t's bytes): one counted
+// device-to-host copy for a computed buffer or a contiguous view of one (computed first if
+// pending), a memcpy for a host tensor. Error for a placeholder never written.
+void ReadBytes(const Tensor& t, void* dst);
+
 // Copies between host and devices (counted).
 Tensor Transfer(const Tensor& t, Device to);
 

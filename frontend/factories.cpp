@@ -109,6 +109,34 @@ Tensor tensor_bool(std::vector<uint8_t> data, std::vector<int64_t> shape,
   return FromVector(data, std::move(shape), DType::boolean, device);
 }
 
+Tensor from_host_memory(const void* data, size_t bytes, std::vector<int64_t> shape, DType dtype,
+                        std::optional<Device> device) {
+  CheckShape(shape, "from_host_memory");
+  const int64_t n = ir::NumElements(shape);
+  const size_t need = static_cast<size_t>(n) * dtype_size(dtype);
+  if (bytes != need) {
+    base::Throw(absl::InvalidArgumentError(absl::StrCat(
+        "from_host_memory: ", bytes, " bytes given for ", dtype_name(dtype), ir::ShapeString(shape),
+        ", which holds ", n, " elements of ", dtype_size(dtype), " bytes = ", need, " bytes")));
+  }
+  if (data == nullptr && bytes > 0) {
+    base::Throw(absl::InvalidArgumentError(
+        absl::StrCat("from_host_memory: data is null for ", bytes, " bytes")));
+  }
+  if (dtype == DType::boolean) {
+    // A bool is stored as one byte, 0 or 1; kernels compare against 1-valued bytes.
+    const auto* b = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < bytes; ++i) {
+      if (b[i] > 1) {
+        base::Throw(absl::InvalidArgumentError(
+            absl::StrCat("from_host_memory: byte ", i, " of a bool tensor is ", b[i],
+                         "; bools are bytes 0 or 1 (tensor_bool() converts any byte)")));
+      }
+    }
+  }
+  return frontend::FromHostBytes(data, bytes, dtype, std::move(shape), Resolve(device));
+}
+
 Tensor full(std::vector<int64_t> shape, double value, DType dtype, std::optional<Device> device) {
   return Full(std::move(shape), value, dtype, device, "full", /*user_value=*/true);
 }

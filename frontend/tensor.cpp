@@ -169,10 +169,7 @@ std::vector<T> Tensor::to_vector() const {
       return out;
     }
   }
-  Tensor host = to(Device::host());
-  const ir::NodePtr leaf_node = NodeOf(*host.impl());
-  const ir::Node& leaf = *leaf_node;
-  const int64_t n = ir::NumElements(leaf.shape);
+  const int64_t n = ir::NumElements(NodeOf(impl)->shape);
   std::vector<T> out;
   try {
     out.resize(static_cast<size_t>(n));
@@ -181,11 +178,25 @@ std::vector<T> Tensor::to_vector() const {
   } catch (const std::length_error&) {
     base::Throw(base::HostOutOfMemory("to_vector", n * static_cast<int64_t>(sizeof(T))));
   }
-  if (!out.empty()) {
-    base::ThrowIfError(leaf.storage->manager().Download(leaf.storage->id(), out.data(), 0,
-                                                        out.size() * sizeof(T)));
-  }
+  frontend::ReadBytes(*this, out.data());  // straight into `out`: no host tensor in between
   return out;
+}
+
+void Tensor::copy_to_host(void* dst, size_t bytes) const {
+  const TensorImpl& impl = ImplOf(*this, "copy_to_host");
+  const ir::NodePtr node = NodeOf(impl);
+  const int64_t n = ir::NumElements(node->shape);
+  const size_t need = static_cast<size_t>(n) * dtype_size(node->dtype);
+  if (bytes != need) {
+    base::Throw(absl::InvalidArgumentError(
+        absl::StrCat("copy_to_host: the destination holds ", bytes, " bytes but ", str(), " has ",
+                     n, " elements of ", dtype_size(node->dtype), " bytes = ", need, " bytes")));
+  }
+  if (dst == nullptr && bytes > 0) {
+    base::Throw(absl::InvalidArgumentError(
+        absl::StrCat("copy_to_host: the destination is null for ", bytes, " bytes")));
+  }
+  frontend::ReadBytes(*this, dst);
 }
 
 template <class T>

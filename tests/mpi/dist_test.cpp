@@ -1,6 +1,7 @@
 // lazycl::dist's collectives, at whatever world size the test runs under (CTest runs it alone and
 // under mpirun -np 2): every rank contributes rank-dependent values and checks the reduction;
 // with one process every collective is the identity and moves nothing.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -73,6 +74,44 @@ TEST_P(DistTest, AllReduceSumMeanMaxOverDtypesAndBuckets) {
   dist::all_reduce(x, dist::ReduceOp::max);
   EXPECT_EQ(x[0].to_vector<float>(), std::vector<float>(4, static_cast<float>(n)));
   EXPECT_EQ(x[1].to_vector<int64_t>(), std::vector<int64_t>(1, -1));
+}
+
+// Random values: each rank's tensor is randn with its own seed, which every rank can compute on
+// the host, so the expected mean is known everywhere. Each tensor crosses once each way, between
+// its buffer and the pinned staging memory, and is written back in place: no kernel runs.
+TEST_P(DistTest, AllReduceMovesEachTensorOnceEachWayAndRunsNoKernel) {
+  const Device d = GetParam();
+  const int r = dist::rank(), n = dist::world_size();
+  const std::vector<int64_t> shapes[] = {{1000}, {3, 4}, {1}};
+  std::vector<Tensor> t;
+  for (size_t i = 0; i < 3; ++i)
+    t.push_back(randn(shapes[i], 100 * static_cast<uint64_t>(r) + i, DType::f32, d));
+  sync(t);
+  const int64_t launches = C("KernelLaunches"), down = C("TransferFromDeviceBytes"),
+                up = C("TransferToDeviceBytes"), allocs = C("DeviceAllocCount");
+  dist::all_reduce(t, dist::ReduceOp::mean);
+  if (d.is_opencl() && n > 1) {
+    EXPECT_EQ(C("TransferFromDeviceBytes") - down, (1000 + 12 + 1) * 4);
+    EXPECT_EQ(C("TransferToDeviceBytes") - up, (1000 + 12 + 1) * 4);
+    EXPECT_EQ(C("KernelLaunches"), launches);
+    EXPECT_EQ(C("DeviceAllocCount"), allocs);
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    std::vector<float> want(static_cast<size_t>(t[i].numel()), 0.0f);
+    for (int k = 0; k < n; ++k) {
+      const std::vector<float> theirs =
+          randn(shapes[i], 100 * static_cast<uint64_t>(k) + i, DType::f32, Device::host())
+              .to_vector<float>();
+      for (size_t j = 0; j < want.size(); ++j) want[j] += theirs[j];
+    }
+    for (float& w : want) w = static_cast<float>(w * (1.0 / n));
+    const std::vector<float> got = t[i].to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t j = 0; j < want.size(); ++j) {
+      // MPI may add in another order than this loop: a few ulps.
+      EXPECT_NEAR(got[j], want[j], 1e-6f * (1 + std::abs(want[j]))) << i << " " << j;
+    }
+  }
 }
 
 TEST_P(DistTest, BroadcastGivesEveryRankTheRootsValues) {

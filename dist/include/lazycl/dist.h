@@ -7,9 +7,11 @@
 // Data-parallel collectives over MPI (Open MPI from Debian's libopenmpi-dev), as torch.distributed
 // and JAX's psum: target lazycl::dist, built when CMake finds MPI.
 //
-// Tensors are staged through host memory (a device tensor is read back, reduced by MPI, and
-// written back in place: OpenCL buffers cannot be handed to MPI) and packed by dtype into as
-// few contiguous buckets of at most 25 MiB as fit, so that a step does one MPI call per bucket.
+// Tensors are staged through pinned host memory (lazycl/memory.h's PinnedBuffer, kept between
+// calls: OpenCL buffers cannot be handed to MPI) and packed by dtype into as few contiguous
+// buckets of at most 25 MiB as fit, so that a step does one MPI call per bucket: each tensor is
+// read straight into its place in the bucket and written back from it into its own buffer (one
+// copy each way, no kernel; Tensor::copy_to_host / copy_from_host).
 // Before any data moves, every call checks that all ranks pass the same number of tensors with
 // the same shapes and dtypes (an Error naming what differs, on every rank, otherwise). With one
 // process every collective is the identity and moves nothing. Counters: CollectiveCount (MPI

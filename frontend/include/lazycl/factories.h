@@ -23,6 +23,13 @@ Tensor tensor(const std::vector<double>& data, std::vector<int64_t> shape, DType
 Tensor tensor_bool(std::vector<uint8_t> data, std::vector<int64_t> shape,
                    std::optional<Device> = {});
 
+// A copy of the `bytes` at `data`: row-major values of `shape` in `dtype`'s layout (f16/bf16 as
+// 16-bit patterns, bool as bytes 0 and 1), bytes = the elements x the dtype's size. One counted
+// upload from the caller's memory (from a PinnedBuffer, lazycl/memory.h, on the driver's
+// fastest path), no host tensor in between. The inverse of Tensor::copy_to_host.
+Tensor from_host_memory(const void* data, size_t bytes, std::vector<int64_t> shape, DType dtype,
+                        std::optional<Device> = {});
+
 Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::f32, std::optional<Device> = {});
 Tensor ones(std::vector<int64_t> shape, DType dtype = DType::f32, std::optional<Device> = {});
 Tensor full(std::vector<int64_t> shape, double value, DType dtype = DType::f32,

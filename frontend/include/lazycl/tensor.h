@@ -64,6 +64,11 @@ class Tensor {
   // bf16 read as float (converted exactly) or as uint16_t (their bits).
   template <class T>
   std::vector<T> to_vector() const;
+  // Writes the values, row-major in the tensor's dtype (f16/bf16 as their 16-bit patterns, bool
+  // as bytes 0 and 1), to `dst`, which must hold `bytes` = numel() x the dtype's size: one
+  // counted device-to-host copy straight into the caller's memory, no host tensor in between
+  // (into a PinnedBuffer, lazycl/memory.h, on the driver's fastest path). Pending work runs first.
+  void copy_to_host(void* dst, size_t bytes) const;
   // The single element of a one-element tensor.
   template <class T>
   T item() const;
@@ -82,6 +87,11 @@ class Tensor {
   // (counted). On a device the values go into this tensor's own buffer when nothing else reads
   // the old ones (README, "Optimizers"). Records no gradient.
   Tensor& copy_(const Tensor& src);
+  // Writes the `bytes` at `src` (row-major, in this tensor's dtype's layout, as copy_to_host
+  // gives them; bytes = numel() x the dtype's size) into this tensor, in place: every handle
+  // sees them. One counted upload, into the tensor's own buffer when nothing else reads its old
+  // values (else into a new one); no kernel. Records no gradient.
+  Tensor& copy_from_host(const void* src, size_t bytes);
   // Replaces grad() (PyTorch's `p.grad = g`): g must have this tensor's shape, dtype and device;
   // an undefined g clears it.
   Tensor& set_grad(const Tensor& g);
