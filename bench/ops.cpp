@@ -397,8 +397,8 @@ int Ops(const std::vector<std::string>& argv) {
       // A never-seen W1 graph with the generic kernels already cached (lazycl-bench warmup in a
       // fresh pair of caches, then each process on its own copy of them): tiered execution
       // (the default) beside LAZYCL_COMPILE=sync on the same caches, at the ops rows' 2^24
-      // elements and at 2^20. At 2^24 the generic kernels would move ~900 MiB, past what tiered
-      // execution runs on them, so it builds W1 at once like sync.
+      // elements and at 2^20. W1 is one region of the generic tier's expression interpreter:
+      // one kernel reading a, b and c once.
       const std::filesystem::path base = std::filesystem::temp_directory_path();
       auto fresh = [&](const char* name) {
         std::string dir = (base / absl::StrCat(name, "-XXXXXX")).string();

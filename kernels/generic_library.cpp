@@ -116,8 +116,11 @@ class Builder {
                        "__global const ", t, "* a, LC_VIEW(a)"),
           "  LC_MODED_COORDS\n  out[outo + i] = a[LC_IX(a, 0)];\n");
     }
+    Interpreter();
     GenericLibrary library;
     library.source = kPreamble;
+    library.interp_block = interp_block_;
+    library.interp_ops = std::move(interp_ops_);
     std::sort(calls_.begin(), calls_.end());
     calls_.erase(std::unique(calls_.begin(), calls_.end()), calls_.end());
     for (CpuMath f : calls_) absl::StrAppend(&library.source, CpuMathSource(f), "\n");
@@ -295,8 +298,87 @@ class Builder {
     }
   }
 
+  // The ops the interpreter evaluates and the text of each one's case.
+  void Interpreter() {
+    interp_ops_.assign(static_cast<size_t>(ir::kOpCount), false);
+    interp_block_ = cpu_ ? 128 : 1;
+    std::string cases;
+    const ir::NodePtr f = ir::MakeConstant(0, DType::f32, {});
+    const ir::NodePtr b = ir::MakeConstant(0, DType::boolean, {});
+    for (int o = 0; o < ir::kOpCount; ++o) {
+      const Op op = static_cast<Op>(o);
+      if (!ir::IsElementwise(op) || op == Op::kCast || op == Op::kRandomUniform) continue;
+      const int arity = ir::OpArity(op);
+      const bool bool_in = op == Op::kNot;
+      absl::StatusOr<ir::NodePtr> made = arity == 1   ? ir::MakeUnary(op, bool_in ? b : f)
+                                         : arity == 2 ? ir::MakeBinary(op, f, f)
+                                                      : ir::MakeWhere(b, f, f);
+      if (!made.ok()) continue;
+      const DType out = (*made)->dtype;
+      if (out != DType::f32 && out != DType::boolean) continue;
+      ExprArgs args{out, bool_in ? DType::boolean : DType::f32, {}, cpu_, false};
+      static constexpr const char* kRegs[] = {"rx[j]", "ry[j]", "rz[j]"};
+      for (int k = 0; k < arity; ++k) {
+        const bool is_bool = bool_in || (op == Op::kWhere && k == 0);
+        args.x.push_back(is_bool ? absl::StrCat("(", kRegs[k], " != 0.0f)") : kRegs[k]);
+      }
+      interp_ops_[static_cast<size_t>(o)] = true;
+      absl::StrAppend(&cases, "      case ", InterpOpcode(op),
+                      ":\n        for (int j = 0; j < m; ++j) rd[j] = (float)(",
+                      OpExpr(op, args, &calls_), ");\n        break;\n");
+    }
+    std::string params =
+        "__global float* out, const long outo, const long n, const int count, const int result, "
+        "const int modes";
+    for (int k = 0; k < kInterpInstructions / 2; ++k) absl::StrAppend(&params, ", const long p", k);
+    for (int k = 0; k < kInterpInputs; ++k) {
+      absl::StrAppend(&params, ", __global const uchar* a", k, ", const long a", k, "o");
+    }
+    for (int k = 0; k < kInterpScalars; ++k) absl::StrAppend(&params, ", const float f", k);
+    auto list = [](const char* prefix, int count, const char* suffix) {
+      std::string l;
+      for (int k = 0; k < count; ++k) absl::StrAppend(&l, k ? ", " : "", prefix, k, suffix);
+      return l;
+    };
+    const std::string block = std::to_string(interp_block_);
+    const std::string body = absl::StrCat(
+        "  const long i0 = (long)get_global_id(0) * ", block, ";\n", "  if (i0 >= n) return;\n",
+        "  const int m = (int)min((long)", block, ", n - i0);\n", "  const long prog[",
+        kInterpInstructions / 2, "] = {", list("p", kInterpInstructions / 2, ""), "};\n",
+        "  __global const uchar* in[", kInterpInputs, "] = {", list("a", kInterpInputs, ""), "};\n",
+        "  const long at[", kInterpInputs, "] = {", list("a", kInterpInputs, "o"), "};\n",
+        "  const float sc[", kInterpScalars, "] = {", list("f", kInterpScalars, ""), "};\n",
+        "  float reg[", kInterpRegisters, "][", block, "];\n",
+        "  for (int p = 0; p < count; ++p) {\n",
+        "    const uint w = (uint)((ulong)prog[p >> 1] >> (32 * (p & 1)));\n",
+        "    const int d = (w >> 8) & 63, x = (w >> 14) & 63, y = (w >> 20) & 63, z = (w >> 26) & "
+        "63;\n",
+        "    float* rd = reg[d & 7];\n",
+        "    const float* rx = reg[x & 7];\n    const float* ry = reg[y & 7];\n",
+        "    const float* rz = reg[z & 7];\n", "    switch (w & 255) {\n", "      case ",
+        kInterpLoad, ": {\n",
+        "        __global const float* s = (__global const float*)in[x & 7] + at[x & 7];\n",
+        "        if ((modes >> x) & 1) {\n          const float v = s[0];\n",
+        "          for (int j = 0; j < m; ++j) rd[j] = v;\n        } else {\n",
+        "          s += i0;\n          for (int j = 0; j < m; ++j) rd[j] = s[j];\n        }\n",
+        "        break;\n      }\n", "      case ", kInterpLoadBool, ": {\n",
+        "        __global const uchar* s = in[x & 7] + at[x & 7];\n",
+        "        if ((modes >> x) & 1) {\n          const float v = s[0] ? 1.0f : 0.0f;\n",
+        "          for (int j = 0; j < m; ++j) rd[j] = v;\n        } else {\n",
+        "          s += i0;\n          for (int j = 0; j < m; ++j) rd[j] = s[j] ? 1.0f : 0.0f;\n",
+        "        }\n        break;\n      }\n", "      case ", kInterpScalar,
+        ": {\n        const float v = sc[x & 7];\n",
+        "        for (int j = 0; j < m; ++j) rd[j] = v;\n        break;\n      }\n", cases,
+        "    }\n  }\n",
+        "  __global float* o = out + outo + i0;\n  const float* r = reg[result & 7];\n",
+        "  for (int j = 0; j < m; ++j) o[j] = r[j];\n");
+    Add(GenericInterpKernel(), params, body);
+  }
+
   bool cpu_;
   bool fp64_;
+  int interp_block_ = 1;
+  std::vector<bool> interp_ops_;
   std::vector<CpuMath> calls_;
   std::string body_;
   absl::flat_hash_map<std::string, std::string> names_;
@@ -323,6 +405,7 @@ std::string GenericCumsumKernel(DType dtype) { return absl::StrCat("g_cumsum_", 
 std::string GenericScatterAddKernel(DType dtype, DType index) {
   return absl::StrCat("g_scatter_add_", Id(dtype), "_", Id(index));
 }
+std::string GenericInterpKernel() { return "g_interp_f32"; }
 std::string GenericReduceKernel(Op op, DType dtype) {
   return absl::StrCat("g_", Lower(ir::OpName(op)), "_", Id(dtype));
 }

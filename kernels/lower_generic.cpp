@@ -80,6 +80,7 @@ class GenericLowering {
       plan_.output_bytes.push_back(static_cast<size_t>(ir::NumElements(n.shape)) *
                                    dtype_size(n.dtype));
     }
+    FindRegions();
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
       const Node& n = *graph_.nodes[i];
       if (n.shape.size() > static_cast<size_t>(kGenericRank)) {
@@ -89,7 +90,9 @@ class GenericLowering {
       if (absl::Status s = Visit(static_cast<int>(i), n); !s.ok()) return s;
       if (auto it = output_of_.find(&n); it != output_of_.end()) {
         const BufferRef out{BufferRef::Kind::kOutput, it->second};
-        const Access& a = access_.at(&n);
+        absl::StatusOr<Access> a_or = At(n);
+        if (!a_or.ok()) return a_or.status();
+        const Access a = *a_or;
         if (!(a.buffer.kind == out.kind && a.buffer.index == out.index)) {
           if (absl::Status s = Copy(n, a, out); !s.ok()) return s;
         }
@@ -107,25 +110,20 @@ class GenericLowering {
 
  private:
   absl::Status Visit(int i, const Node& n) {
+    if (in_region_[Index(n)]) {
+      // A region's inner nodes are computed by its root's interpreter kernel.
+      return root_[Index(n)] ? Region(n) : absl::OkStatus();
+    }
+    if (UniformLeaf(n) != nullptr) return absl::OkStatus();  // filled where read as a buffer
+    for (const ir::NodePtr& o : n.operands) {                // uniform values read as buffers
+      if (absl::StatusOr<Access> a = At(*o); !a.ok()) return a.status();
+    }
     switch (n.op) {
       case Op::kBuffer:
         access_[&n] = {{BufferRef::Kind::kParam, graph_.param_of[static_cast<size_t>(i)]},
                        0,
                        RowMajor(n.shape)};
         return absl::OkStatus();
-      case Op::kConstant:
-      case Op::kScalar: {
-        KernelArgSpec v;
-        if (n.op == Op::kScalar) {
-          v.kind = KernelArgSpec::Kind::kScalar;
-          v.scalar = graph_.scalar_of[static_cast<size_t>(i)];
-        } else {
-          v.kind = KernelArgSpec::Kind::kNumber;
-          v.number = n.value;
-        }
-        v.dtype = n.dtype;
-        return Fill(n, GenericFillKernel(n.dtype), {v});
-      }
       case Op::kIota:
         return Fill(n, GenericIotaKernel(n.dtype), {});
       case Op::kReshape: {
@@ -179,11 +177,314 @@ class GenericLowering {
       default:
         break;
     }
-    if (n.op == Op::kCast) {
-      return Elementwise(n, GenericCastKernel(n.operands[0]->dtype, n.dtype));
-    }
+    return Elementwise(n, ElementwiseName(n));
+  }
+
+  static std::string ElementwiseName(const Node& n) {
+    if (n.op == Op::kCast) return GenericCastKernel(n.operands[0]->dtype, n.dtype);
     const DType operand = n.op == Op::kWhere ? n.operands[1]->dtype : n.operands[0]->dtype;
-    return Elementwise(n, GenericOpKernel(n.op, operand));
+    return GenericOpKernel(n.op, operand);
+  }
+
+  size_t Index(const Node& n) const { return static_cast<size_t>(index_of_.at(&n)); }
+
+  // The Constant or Scalar whose value every element of `n` has when `n` is one or a view of
+  // one (reshape, expand, permute, slice), else nullptr.
+  static const Node* UniformLeaf(const Node& n) {
+    switch (n.op) {
+      case Op::kConstant:
+      case Op::kScalar:
+        return &n;
+      case Op::kReshape:
+      case Op::kExpand:
+      case Op::kPermute:
+      case Op::kSlice:
+        return UniformLeaf(*n.operands[0]);
+      default:
+        return nullptr;
+    }
+  }
+
+  // The value of `n` as kernels read it. A uniform value (UniformLeaf) is filled into a buffer of
+  // its own shape at its first such read; the interpreter reads it as an argument instead.
+  absl::StatusOr<Access> At(const Node& n) {
+    if (auto it = access_.find(&n); it != access_.end()) return it->second;
+    const Node* leaf = UniformLeaf(n);
+    if (leaf == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("generic tier: ", ir::NodeString(n), " read before it is computed"));
+    }
+    if (absl::Status s = Fill(n, GenericFillKernel(n.dtype), {ValueArg(*leaf, n.dtype)}); !s.ok())
+      return s;
+    return access_.at(&n);
+  }
+
+  // A Constant's or Scalar's value as a kernel argument of `dtype`.
+  KernelArgSpec ValueArg(const Node& n, DType dtype) const {
+    KernelArgSpec v;
+    if (n.op == Op::kScalar) {
+      v.kind = KernelArgSpec::Kind::kScalar;
+      v.scalar = graph_.scalar_of[Index(n)];
+    } else {
+      v.kind = KernelArgSpec::Kind::kNumber;
+      v.number = n.value;
+    }
+    v.dtype = dtype;
+    return v;
+  }
+
+  // Whether the interpreter evaluates `n` (GenericLibrary::interp_ops, with its operand dtypes).
+  bool Interpretable(const Node& n) const {
+    const size_t op = static_cast<size_t>(n.op);
+    if (op >= library_.interp_ops.size() || !library_.interp_ops[op]) return false;
+    if (n.dtype != DType::f32 && n.dtype != DType::boolean) return false;
+    for (size_t k = 0; k < n.operands.size(); ++k) {
+      const bool want_bool = n.op == Op::kNot || (n.op == Op::kWhere && k == 0);
+      if (n.operands[k]->dtype != (want_bool ? DType::boolean : DType::f32)) return false;
+    }
+    return true;
+  }
+
+  // Regions of interpretable nodes, each a tree: a node is inside its consumer's region when it
+  // has exactly one use, by an interpretable node, and is no output; otherwise it is a region's
+  // root (an f32 one: a bool result is computed by its own kernel). Consumers come after their
+  // operands, so one backward pass decides.
+  void FindRegions() {
+    const size_t count = graph_.nodes.size();
+    in_region_.assign(count, false);
+    root_.assign(count, false);
+    std::vector<int> uses(count, 0), consumer(count, -1);
+    for (size_t i = 0; i < count; ++i) {
+      index_of_[graph_.nodes[i]] = static_cast<int>(i);
+      for (const ir::NodePtr& o : graph_.nodes[i]->operands) {
+        auto it = index_of_.find(o.get());
+        if (it == index_of_.end()) continue;  // not lowered here: never a region's
+        const size_t k = static_cast<size_t>(it->second);
+        ++uses[k];
+        consumer[k] = static_cast<int>(i);
+      }
+    }
+    for (size_t i = count; i-- > 0;) {
+      const Node& n = *graph_.nodes[i];
+      if (!Interpretable(n)) continue;
+      const bool root =
+          output_of_.contains(&n) || uses[i] != 1 || !in_region_[static_cast<size_t>(consumer[i])];
+      if (root && n.dtype != DType::f32) continue;
+      in_region_[i] = true;
+      root_[i] = root;
+    }
+    FitRegions();
+  }
+
+  // What a region's subtree needs of the interpreter: instructions, registers, and the distinct
+  // inputs and uniform values it reads (each a load slot or a float argument).
+  struct Needs {
+    int code = 1, registers = 1;
+    std::vector<const Node*> inputs, scalars;  // sorted, distinct
+    bool Fits() const {
+      return code <= kInterpInstructions && registers <= kInterpRegisters &&
+             scalars.size() <= static_cast<size_t>(kInterpScalars) &&
+             inputs.size() <= static_cast<size_t>(kInterpInputs);
+    }
+  };
+
+  static void Merge(std::vector<const Node*>& into, const std::vector<const Node*>& from) {
+    into.insert(into.end(), from.begin(), from.end());
+    std::sort(into.begin(), into.end());
+    into.erase(std::unique(into.begin(), into.end()), into.end());
+  }
+
+  Needs NeedsOf(const Node& n, const std::vector<Needs>& inner) const {
+    Needs need;
+    const int arity = static_cast<int>(n.operands.size());
+    need.registers = arity + 1;  // the result's register is none of the operands'
+    for (int k = 0; k < arity; ++k) {
+      const Node& o = *n.operands[static_cast<size_t>(k)];
+      Needs of;  // a leaf: one load
+      if (Inner(o)) {
+        of = inner[Index(o)];
+      } else if (const Node* leaf = UniformLeaf(o); leaf != nullptr) {
+        of.scalars = {leaf};
+      } else {
+        of.inputs = {&o};
+      }
+      need.code += of.code;
+      Merge(need.scalars, of.scalars);
+      Merge(need.inputs, of.inputs);
+      need.registers = std::max(need.registers, k + of.registers);
+    }
+    return need;
+  }
+
+  // Cuts regions that would not fit the interpreter: while a node's subtree does not, its
+  // largest f32 inner operand becomes a root of its own (computed first, then loaded).
+  void FitRegions() {
+    std::vector<Needs> need(graph_.nodes.size());
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (!in_region_[i]) continue;
+      const Node& n = *graph_.nodes[i];
+      need[i] = NeedsOf(n, need);
+      while (!need[i].Fits()) {
+        const Node* cut = nullptr;
+        for (const ir::NodePtr& o : n.operands) {
+          if (Inner(*o) && o->dtype == DType::f32 &&
+              (cut == nullptr || need[Index(*o)].code > need[Index(*cut)].code)) {
+            cut = o.get();
+          }
+        }
+        if (cut == nullptr) break;  // Region falls back to a kernel per op
+        root_[Index(*cut)] = true;
+        need[i] = NeedsOf(n, need);
+      }
+    }
+  }
+
+  // The interpreter's program for one region, built by Emit.
+  struct Program {
+    std::vector<uint32_t> code;
+    std::vector<std::pair<const Node*, Access>> inputs;
+    std::vector<bool> input_bool;
+    std::vector<KernelArgSpec> scalars;
+    std::vector<const Node*> scalar_leaves;  // the Constant or Scalar of each
+    unsigned used = 0;                       // registers holding live values, a bit each
+    int ops = 0;                             // instructions that compute (not loads)
+    int64_t bytes = 0;                       // read from memory, per result element
+  };
+
+  bool Inner(const Node& n) const { return in_region_[Index(n)] && !root_[Index(n)]; }
+
+  // Appends the instructions that leave `n`'s value in a register and returns it; nullopt when
+  // the region does not fit the interpreter (instructions, registers, inputs, scalars).
+  absl::StatusOr<std::optional<int>> Emit(const Node& n, const Shape& shape, bool top, Program& p) {
+    std::vector<int> xs;
+    uint32_t opcode = 0;
+    if (top || Inner(n)) {
+      for (const ir::NodePtr& o : n.operands) {
+        absl::StatusOr<std::optional<int>> r = Emit(*o, shape, false, p);
+        if (!r.ok() || !r->has_value()) return r;
+        xs.push_back(**r);
+      }
+      opcode = static_cast<uint32_t>(InterpOpcode(n.op));
+      ++p.ops;
+    } else if (const Node* leaf = UniformLeaf(n);
+               leaf != nullptr && (n.dtype == DType::f32 || n.dtype == DType::boolean) &&
+               !access_.contains(&n)) {
+      opcode = kInterpScalar;
+      size_t slot = 0;
+      while (slot < p.scalar_leaves.size() && p.scalar_leaves[slot] != leaf) ++slot;
+      if (slot == p.scalar_leaves.size()) {
+        if (slot >= static_cast<size_t>(kInterpScalars)) return std::optional<int>();
+        KernelArgSpec v = ValueArg(*leaf, DType::f32);
+        if (leaf->op == Op::kConstant && leaf->dtype == DType::boolean) {
+          v.number = leaf->value != 0 ? 1 : 0;
+        }
+        p.scalars.push_back(v);
+        p.scalar_leaves.push_back(leaf);
+      }
+      xs.push_back(static_cast<int>(slot));
+    } else {
+      absl::StatusOr<Access> a = At(n);
+      if (!a.ok()) return a.status();
+      size_t slot = 0;
+      while (slot < p.inputs.size() && p.inputs[slot].first != &n) ++slot;
+      if (slot == p.inputs.size()) {
+        if (slot >= static_cast<size_t>(kInterpInputs)) return std::optional<int>();
+        Access view = *a;
+        if (Mode(view, shape) == 2) {  // read at coordinates: made contiguous first
+          const BufferRef t = Temp(n);
+          if (absl::Status s = Copy(n, view, t); !s.ok()) return s;
+          view = {t, 0, RowMajor(n.shape)};
+        }
+        if (Mode(view, shape) == 0) p.bytes += static_cast<int64_t>(dtype_size(n.dtype));
+        p.inputs.emplace_back(&n, view);
+        p.input_bool.push_back(n.dtype == DType::boolean);
+      }
+      opcode = n.dtype == DType::boolean ? kInterpLoadBool : kInterpLoad;
+      xs.push_back(static_cast<int>(slot));
+    }
+    // The result's register is none of the operands' (a loop whose output overlaps its input
+    // would not vectorise), which are free after it.
+    const bool loads =
+        opcode == kInterpLoad || opcode == kInterpLoadBool || opcode == kInterpScalar;
+    int d = 0;
+    while (d < kInterpRegisters && ((p.used >> d) & 1) != 0) ++d;
+    if (d == kInterpRegisters || p.code.size() >= static_cast<size_t>(kInterpInstructions)) {
+      return std::optional<int>();
+    }
+    uint32_t word = opcode | static_cast<uint32_t>(d) << 8;
+    for (size_t k = 0; k < xs.size(); ++k) word |= static_cast<uint32_t>(xs[k]) << (14 + 6 * k);
+    p.code.push_back(word);
+    p.used |= 1u << d;
+    if (!loads) {
+      for (int x : xs) p.used &= ~(1u << x);
+    }
+    return std::optional<int>(d);
+  }
+
+  // The region rooted at `root`: one interpreter kernel where it fits and computes at least two
+  // ops (or one with a Constant or Scalar), else a kernel per op.
+  absl::Status Region(const Node& root) {
+    Program p;
+    absl::StatusOr<std::optional<int>> result = Emit(root, root.shape, true, p);
+    if (!result.ok()) return result.status();
+    if (!result->has_value() || (p.ops < 2 && p.scalars.empty())) return PerOp(root);
+    const BufferRef out = Destination(root);
+    const int64_t count = ir::NumElements(root.shape);
+    KernelSpec& spec = plan_.kernels.emplace_back();
+    spec.shared_source = &library_.source;
+    spec.args = {Buffer(out, true), Offset(out, 0), I64(count),
+                 I32(static_cast<int64_t>(p.code.size())), I32(**result)};
+    int modes = 0;
+    for (size_t k = 0; k < p.inputs.size(); ++k) {
+      if (Mode(p.inputs[k].second, root.shape) == 1) modes |= 1 << k;
+    }
+    spec.args.push_back(I32(modes));
+    for (int k = 0; k < kInterpInstructions; k += 2) {
+      const uint64_t lo =
+          static_cast<size_t>(k) < p.code.size() ? p.code[static_cast<size_t>(k)] : 0;
+      const uint64_t hi =
+          static_cast<size_t>(k + 1) < p.code.size() ? p.code[static_cast<size_t>(k + 1)] : 0;
+      spec.args.push_back(I64(static_cast<int64_t>(lo | hi << 32)));
+    }
+    for (int k = 0; k < kInterpInputs; ++k) {
+      if (static_cast<size_t>(k) < p.inputs.size()) {
+        const Access& a = p.inputs[static_cast<size_t>(k)].second;
+        spec.args.push_back(Buffer(a.buffer, false));
+        spec.args.push_back(Offset(a.buffer, a.offset));
+      } else {  // unused: the result's buffer, never read
+        spec.args.push_back(Buffer(out, true));
+        spec.args.push_back(I64(0));
+      }
+    }
+    for (int k = 0; k < kInterpScalars; ++k) {
+      if (static_cast<size_t>(k) < p.scalars.size()) {
+        spec.args.push_back(p.scalars[static_cast<size_t>(k)]);
+      } else {
+        KernelArgSpec zero;
+        zero.kind = KernelArgSpec::Kind::kNumber;
+        zero.dtype = DType::f32;
+        spec.args.push_back(zero);
+      }
+    }
+    const size_t block = static_cast<size_t>(library_.interp_block);
+    const size_t items = (static_cast<size_t>(count) + block - 1) / block;
+    spec.launches.push_back(
+        Launch{GenericInterpKernel(), {RoundUp(items, kGenericLocal)}, {kGenericLocal}, {}});
+    spec.summary = absl::StrCat("generic interpreter (", p.ops, " ops) ", ir::NodeString(root));
+    spec.fused_ops = absl::StrCat("interpreted ", p.ops, " ops");
+    spec.bytes = count * (4 + p.bytes);
+    access_[&root] = {out, 0, RowMajor(root.shape)};
+    return absl::OkStatus();
+  }
+
+  // A region that does not fit the interpreter: a kernel per op, operands first.
+  absl::Status PerOp(const Node& n) {
+    for (const ir::NodePtr& o : n.operands) {
+      if (Inner(*o) && !access_.contains(o.get())) {
+        if (absl::Status s = PerOp(*o); !s.ok()) return s;
+      }
+    }
+    return Elementwise(n, ElementwiseName(n));
   }
 
   // Where node `n` is computed: its output, or a new temporary.
@@ -282,12 +583,19 @@ class GenericLowering {
   }
 
   absl::Status Elementwise(const Node& n, const std::string& name) {
+    std::vector<Access> values;  // first: reading a uniform value may add a fill kernel
+    for (const ir::NodePtr& o : n.operands) {
+      absl::StatusOr<Access> a = At(*o);
+      if (!a.ok()) return a.status();
+      values.push_back(*a);
+    }
     const BufferRef out = Destination(n);
     absl::StatusOr<KernelSpec*> spec = Start(name, n, out, /*sizes=*/true);
     if (!spec.ok()) return spec.status();
     std::vector<const Access*> views;
-    for (const ir::NodePtr& o : n.operands) {
-      views.push_back(&access_.at(o.get()));
+    for (size_t k = 0; k < n.operands.size(); ++k) {
+      const ir::NodePtr& o = n.operands[k];
+      views.push_back(&values[k]);
       if (Mode(*views.back(), n.shape) != 1)
         (*spec)->bytes += ir::NumElements(n.shape) * static_cast<int64_t>(dtype_size(o->dtype));
     }
@@ -465,6 +773,8 @@ class GenericLowering {
   Plan plan_;
   absl::flat_hash_map<const Node*, int> output_of_;
   absl::flat_hash_map<const Node*, Access> access_;
+  absl::flat_hash_map<const Node*, int> index_of_;
+  std::vector<bool> in_region_, root_;  // FindRegions
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,127 @@ TEST_F(TieringTest, GenericKernelsMatchTheHostAndTheFusedPrograms) {
     ExpectClose(fused, want, c.rel, c.name + " (fused vs host)");
     ExpectClose(generic, fused, c.rel, c.name + " (generic vs fused)");
   }
+}
+
+// A region of f32 elementwise ops runs as one interpreter kernel on the generic tier (README,
+// "Compile latency"): launches counted per graph, values against the host on random inputs.
+TEST_F(TieringTest, ElementwiseRegionsRunAsOneInterpretedKernel) {
+  const Device cl = test::DefaultCl();
+  runtime::SetCompileMode(base::CompileMode::kGeneric);
+  std::mt19937 rng(2026);
+  std::normal_distribution<float> normal;
+  auto random = [&](std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = normal(rng) * 2;
+    return tensor(v, shape, Device::host());
+  };
+  struct Region {
+    std::string name;
+    std::vector<std::vector<int64_t>> shapes;  // inputs, random
+    std::function<Tensor(const std::vector<Tensor>&)> fn;
+    int64_t launches;  // on the generic tier
+  };
+  auto w1 = [](const std::vector<Tensor>& x) {
+    return relu(x[0] * x[1] + x[2]) * 0.5 + tanh(x[0]);
+  };
+  const std::vector<Region> regions = {
+      {"W1, 1000 elements (a partial block)", {{1000}, {1000}, {1000}}, w1, 1},
+      {"W1, [3, 100003]", {{3, 100003}, {3, 100003}, {3, 100003}}, w1, 1},
+      {"W1, size 1", {{1}, {1}, {1}}, w1, 1},
+      {"W1, size 0", {{0, 4}, {0, 4}, {0, 4}}, w1, 0},
+      {"every unary op",
+       {{257}},
+       [](const std::vector<Tensor>& x) {
+         const Tensor p = abs(x[0]) + 0.5;
+         return exp(x[0] * 0.1) + log(p) + sqrt(p) + sigmoid(x[0]) + sin(x[0]) + cos(x[0]) +
+                erf(x[0]) + rsqrt(p) + silu(x[0]) + gelu(x[0]) + gelu(x[0], true);
+       },
+       2},  // p is read three times: a kernel of its own
+      {"binary ops, a number and a user scalar",
+       {{130}, {130}},
+       [](const std::vector<Tensor>& x) {
+         return maximum(x[0], x[1]) - minimum(x[0], x[1]) * 3.0 +
+                pow(abs(x[0]) + 1.0, x[1] * 0.25) / (abs(x[1]) + 1.0) + full({130}, 7.5);
+       },
+       1},
+      {"comparisons and where",
+       {{200}, {200}},
+       [](const std::vector<Tensor>& x) {
+         return where(gt(x[0], x[1]), neg(x[1]), x[0] * 2.0) + where(le(x[0], 0.25), x[1], x[0]);
+       },
+       1},
+      {"an element broadcast along every dim (read once per block)",
+       {{64, 9}, {1, 1}},
+       [](const std::vector<Tensor>& x) { return tanh(x[0] + x[1]) * x[1]; },
+       1},
+      {"a row broadcast (made contiguous first)",
+       {{64, 9}, {1, 9}},
+       [](const std::vector<Tensor>& x) { return tanh(x[0] + x[1]) * 2.0; },
+       2},
+      {"a transposed operand (made contiguous first)",
+       {{9, 64}, {64, 9}},
+       [](const std::vector<Tensor>& x) { return exp(transpose(x[0], 0, 1) * 0.1) - x[1]; },
+       2},
+      {"a value read twice is computed once",
+       {{300}},
+       [](const std::vector<Tensor>& x) {
+         const Tensor y = x[0] * x[0];
+         return y + tanh(y);
+       },
+       2},
+      {"more inputs than the interpreter takes: cut into two regions",
+       {{50}, {50}, {50}, {50}, {50}, {50}, {50}, {50}, {50}, {50}},
+       [](const std::vector<Tensor>& x) {
+         Tensor s = x[0];
+         for (size_t k = 1; k < x.size(); ++k) s = s + x[k];
+         return s;
+       },
+       2},
+      {"40 user scalars: cut into regions of at most 8",
+       {{50}},
+       [](const std::vector<Tensor>& x) {
+         Tensor s = x[0];
+         for (int k = 0; k < 40; ++k) s = tanh(s) * 1.5;
+         return s;
+       },
+       5},
+      {"more instructions than the interpreter takes: cut",
+       {{50}},
+       [](const std::vector<Tensor>& x) {
+         Tensor s = x[0];
+         for (int k = 0; k < 100; ++k) s = tanh(s);
+         return s;
+       },
+       2},
+  };
+  for (const Region& r : regions) {
+    std::vector<Tensor> host, dev;
+    for (const auto& shape : r.shapes) {
+      host.push_back(random(shape));
+      dev.push_back(host.back().to(cl));
+    }
+    sync(dev);
+    const Tensor want = r.fn(host);
+    const int64_t launches = C("KernelLaunches");
+    const Tensor got = r.fn(dev);
+    sync({got});
+    EXPECT_EQ(C("KernelLaunches") - launches, r.launches) << r.name;
+    ExpectClose(got, want, 2e-5, r.name);
+  }
+  // A user scalar is an argument of the interpreter: new values compile and build nothing.
+  const Tensor xh = random({77});
+  const Tensor x = xh.to(cl);
+  const int64_t builds = C("ProgramBuilds");
+  for (double lr : {0.1, 0.01, 3.5}) {
+    const int64_t launches = C("KernelLaunches");
+    const Tensor got = tanh(x * lr) + lr;
+    sync({got});
+    EXPECT_EQ(C("KernelLaunches") - launches, 1);
+    ExpectClose(got, tanh(xh * lr) + lr, 1e-6, "tanh(x * lr) + lr");
+  }
+  EXPECT_EQ(C("ProgramBuilds"), builds);
 }
 
 TEST_F(TieringTest, WhatTheGenericKernelsDoNotCoverRunsFused) {
