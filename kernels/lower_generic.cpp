@@ -126,6 +126,36 @@ class GenericLowering {
         return absl::OkStatus();
       case Op::kIota:
         return Fill(n, GenericIotaKernel(n.dtype), {});
+      case Op::kReshape:
+      case Op::kPermute:
+      case Op::kExpand:
+      case Op::kSlice:
+        return View(n);
+      case Op::kPad:
+        return Pad(n);
+      case Op::kSum:
+      case Op::kMax:
+      case Op::kMin:
+      case Op::kProd:
+        return Reduce(n);
+      case Op::kMatmul:
+        return Matmul(n);
+      case Op::kGather:
+        return Gather(n);
+      case Op::kScatterAdd:
+        return ScatterAdd(n);
+      case Op::kCumsum:
+        return Cumsum(n);
+      default:
+        break;
+    }
+    return Elementwise(n, ElementwiseName(n));
+  }
+
+  // A view's access: strides over its operand's (computed before), or a contiguous copy where a
+  // reshape of a strided value cannot be strides.
+  absl::Status View(const Node& n) {
+    switch (n.op) {
       case Op::kReshape: {
         const Node& x = *n.operands[0];
         Access a = access_.at(&x);
@@ -159,25 +189,10 @@ class GenericLowering {
         access_[&n] = std::move(v);
         return absl::OkStatus();
       }
-      case Op::kPad:
-        return Pad(n);
-      case Op::kSum:
-      case Op::kMax:
-      case Op::kMin:
-      case Op::kProd:
-        return Reduce(n);
-      case Op::kMatmul:
-        return Matmul(n);
-      case Op::kGather:
-        return Gather(n);
-      case Op::kScatterAdd:
-        return ScatterAdd(n);
-      case Op::kCumsum:
-        return Cumsum(n);
       default:
-        break;
+        return absl::InternalError(
+            absl::StrCat("generic tier: ", ir::NodeString(n), " is no view"));
     }
-    return Elementwise(n, ElementwiseName(n));
   }
 
   static std::string ElementwiseName(const Node& n) {
@@ -205,8 +220,9 @@ class GenericLowering {
     }
   }
 
-  // The value of `n` as kernels read it. A uniform value (UniformLeaf) is filled into a buffer of
-  // its own shape at its first such read; the interpreter reads it as an argument instead.
+  // The value of `n` as kernels read it. A uniform value (UniformLeaf) is computed at its first
+  // such read: its Constant or Scalar filled at the leaf's own shape, then the views as strides;
+  // the interpreter reads it as an argument instead.
   absl::StatusOr<Access> At(const Node& n) {
     if (auto it = access_.find(&n); it != access_.end()) return it->second;
     const Node* leaf = UniformLeaf(n);
@@ -214,8 +230,13 @@ class GenericLowering {
       return absl::InternalError(
           absl::StrCat("generic tier: ", ir::NodeString(n), " read before it is computed"));
     }
-    if (absl::Status s = Fill(n, GenericFillKernel(n.dtype), {ValueArg(*leaf, n.dtype)}); !s.ok())
-      return s;
+    if (leaf == &n) {  // filled at its own shape; views of it are strides over that
+      if (absl::Status s = Fill(n, GenericFillKernel(n.dtype), {ValueArg(n, n.dtype)}); !s.ok())
+        return s;
+    } else {
+      if (absl::StatusOr<Access> a = At(*n.operands[0]); !a.ok()) return a.status();
+      if (absl::Status s = View(n); !s.ok()) return s;
+    }
     return access_.at(&n);
   }
 
