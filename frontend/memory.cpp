@@ -1,6 +1,7 @@
 #include "lazycl/memory.h"
 
 #include <cstdlib>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,10 @@ PinnedBuffer::PinnedBuffer(size_t bytes, Device device) : impl_(std::make_unique
   impl_->device = device;
   impl_->size = bytes;
   if (device.is_host()) {
+    if (bytes > std::numeric_limits<size_t>::max() - 63) {
+      base::Throw(absl::ResourceExhaustedError(
+          absl::StrCat("PinnedBuffer: ", bytes, " bytes of host memory cannot be allocated")));
+    }
     const size_t rounded = (bytes + 63) / 64 * 64;
     impl_->host = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
     if (impl_->host == nullptr) {

@@ -364,7 +364,6 @@ class GenericLowering {
   struct Program {
     std::vector<uint32_t> code;
     std::vector<std::pair<const Node*, Access>> inputs;
-    std::vector<bool> input_bool;
     std::vector<KernelArgSpec> scalars;
     std::vector<const Node*> scalar_leaves;  // the Constant or Scalar of each
     unsigned used = 0;                       // registers holding live values, a bit each
@@ -418,7 +417,6 @@ class GenericLowering {
         }
         if (Mode(view, shape) == 0) p.bytes += static_cast<int64_t>(dtype_size(n.dtype));
         p.inputs.emplace_back(&n, view);
-        p.input_bool.push_back(n.dtype == DType::boolean);
       }
       opcode = n.dtype == DType::boolean ? kInterpLoadBool : kInterpLoad;
       xs.push_back(static_cast<int>(slot));

@@ -204,6 +204,9 @@ TEST(PinnedBufferTest, RefusedAllocationIsAnError) {
   EXPECT_TRUE(Has(message, "pinned host memory")) << message;
   PinnedBuffer ok(4096, Device::opencl(0));
   EXPECT_NE(ok.data(), nullptr);
+  // A size whose rounding to 64 bytes would wrap is refused, not a 64-byte buffer.
+  const std::string huge = ErrorOf([] { PinnedBuffer b(SIZE_MAX - 10, Device::host()); });
+  EXPECT_TRUE(Has(huge, "PinnedBuffer: 18446744073709551605 bytes")) << huge;
 }
 
 }  // namespace
