@@ -100,9 +100,10 @@ KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inpu
     e.RestoreScope(scope);
   }
   KernelSpec spec = e.FinishRows("ew_rows", n / cols, pieces);
-  spec.summary = absl::StrCat(
-      "elementwise ", ir::NodeString(root), " (a row per work-group",
-      pieces.size() > 1 ? absl::StrCat(", ", pieces.size(), " column ranges") : "", ")");
+  spec.summary =
+      absl::StrCat("elementwise ", ir::NodeString(root), " (a row per work-group",
+                   pieces.size() > 1 ? absl::StrCat(", ", pieces.size(), " column ranges") : "",
+                   spec.launches.size() == 1 && pieces.size() > 1 ? " in one launch" : "", ")");
   return spec;
 }
 

@@ -163,7 +163,8 @@ class Emitter {
   // {hi - lo, rows} in groups of {16, 32 or 64, 1} (dividing hi - lo): PoCL's loop over the
   // work-items of a group runs along `col` with `row` fixed, so what depends on the row alone
   // (dividing it into the leading dims) is computed once per group, and reads contiguous along
-  // `col` are vector loads.
+  // `col` are vector loads. Pieces all of one width are one entry point and one launch over
+  // {width, rows}, each work-item computing its column of every piece.
   KernelSpec FinishRows(absl::string_view prefix, int64_t rows,
                         const std::vector<RowPiece>& pieces);
 

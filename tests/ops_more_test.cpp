@@ -718,7 +718,8 @@ TEST(OpsMoreTest, MatmulEpiloguesMatchHost) {
 // Elementwise kernels that read memory at another index than the element's (a transposed view,
 // a broadcast row, slices and cat) over rows of whole vectors: on the CPU strategy one row of
 // the last dim per work-group (emit_elementwise.cpp, FinishRows). Against the host, with rows
-// of 16, 32, 48 and 64, size-1 dims, and the rotary embedding's slice-and-cat.
+// of 16, 32, 48 and 64, size-1 dims, the rotary embedding's slice-and-cat (halves of one width:
+// one launch) and a cat of pieces of two widths.
 TEST(OpsMoreTest, ElementwiseOverViewsWithWholeVectorRowsMatchesHost) {
   const Shape shapes[] = {{3, 5, 32}, {2, 64}, {4, 1, 48}, {7, 16}, {1, 1, 16}, {2, 3, 4, 32}};
   uint64_t seed = 1200;
@@ -737,8 +738,11 @@ TEST(OpsMoreTest, ElementwiseOverViewsWithWholeVectorRowsMatchesHost) {
             Shape merged = x.shape();
             merged[0] *= 2;
             const Tensor repeated = reshape(broadcast_to(unsqueeze(rotated, 1), wide), merged);
-            return std::vector<Tensor>{x * 2.0 + sum(x, {0}, true), rotated, cat({x2, x1}, -1) - x,
-                                       relu(x) * max(x, {-1}, true), repeated * 1.0};
+            // A cat of pieces of different widths (16 and d - 16 columns; one launch each).
+            const Tensor rolled = cat({slice(x, -1, d - 16, d), slice(x, -1, 0, d - 16)}, -1);
+            return std::vector<Tensor>{
+                x * 2.0 + sum(x, {0}, true),  rotated,        cat({x2, x1}, -1) - x,
+                relu(x) * max(x, {-1}, true), repeated * 1.0, rolled * sigmoid(x)};
           },
           s, DType::f32, l, ++seed, 1e-5, 1e-5);
     }

@@ -141,7 +141,8 @@ TEST(VectorCodegen, RowKernelReadsAWeightAlongTheRowAsAVector) {
 }
 
 // An elementwise kernel over views with rows of whole vectors runs a row per work-group; a cat
-// along the last dim runs as one launch per piece, each reading its operand with no clamp.
+// along the last dim runs a piece at a time, each reading its operand with no clamp: pieces of
+// one width in one launch (each work-item computes its column of each), others one launch each.
 TEST(VectorCodegen, CatOfSlicesRunsAPieceAtATimeWithoutClamps) {
   NodePtr x = ir::MakeBuffer(nullptr, DType::f32, {4, 64});
   InputMap inputs = {{x.get(), Param(0)}};
@@ -152,10 +153,26 @@ TEST(VectorCodegen, CatOfSlicesRunsAPieceAtATimeWithoutClamps) {
   Target target;
   KernelSpec spec =
       EmitElementwise(*swapped, BufferRef{BufferRef::Kind::kOutput, 0}, inputs, target);
-  EXPECT_TRUE(Has(spec.summary, "a row per work-group, 2 column ranges")) << spec.summary;
-  ASSERT_EQ(spec.launches.size(), 2u);
+  EXPECT_TRUE(Has(spec.summary, "a row per work-group, 2 column ranges in one launch"))
+      << spec.summary;
+  ASSERT_EQ(spec.launches.size(), 1u);
   EXPECT_EQ(spec.launches[0].global, (std::vector<size_t>{32, 4}));
+  ASSERT_EQ(spec.launches[0].extra_args.size(), 2u);  // each piece's first column
+  EXPECT_EQ(spec.launches[0].extra_args[0].value, 0);
+  EXPECT_EQ(spec.launches[0].extra_args[1].value, 32);
   EXPECT_FALSE(Has(spec.source, "< 0 ? 0 :")) << spec.source;  // no clamped index
+  // Pieces of different widths (16 and 48 columns): a launch each.
+  NodePtr x2 = ir::MakeBuffer(nullptr, DType::f32, {4, 64});
+  InputMap inputs2 = {{x2.get(), Param(0)}};
+  NodePtr head = Ok(ir::MakePad(Ok(ir::MakeSlice(x2, {0, 48}, {4, 16})), {0, 0}, {4, 64}, -0.0));
+  NodePtr rest = Ok(ir::MakePad(Ok(ir::MakeSlice(x2, {0, 0}, {4, 48})), {0, 16}, {4, 64}, -0.0));
+  spec = EmitElementwise(*Ok(ir::MakeBinary(Op::kAdd, head, rest)),
+                         BufferRef{BufferRef::Kind::kOutput, 0}, inputs2, target);
+  EXPECT_TRUE(Has(spec.summary, "a row per work-group, 2 column ranges)")) << spec.summary;
+  ASSERT_EQ(spec.launches.size(), 2u);
+  EXPECT_EQ(spec.launches[0].global, (std::vector<size_t>{16, 4}));
+  EXPECT_EQ(spec.launches[1].global, (std::vector<size_t>{48, 4}));
+  EXPECT_EQ(spec.launches[1].local, (std::vector<size_t>{16, 1}));
   // Pieces that are not whole vectors keep one launch, with clamps.
   NodePtr y = ir::MakeBuffer(nullptr, DType::f32, {4, 48});
   InputMap y_inputs = {{y.get(), Param(0)}};
