@@ -10,6 +10,7 @@
 #include "frontend/autograd.h"
 #include "frontend/captures.h"
 #include "frontend/dispatch.h"
+#include "frontend/materialize.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_scope.h"
 #include "frontend/user_code.h"
@@ -297,7 +298,11 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
     xs_d.push_back(OnDevice(xs[j], device, static_cast<int>(init.size() + j)));
   std::vector<Tensor> all = init_d;
   all.insert(all.end(), xs_d.begin(), xs_d.end());
-  sync(all);
+  // Queued, not waited for: the device computes the inputs while the body is traced, and the
+  // steps queue behind them (the loop returns with its steps queued too; reads wait).
+  std::vector<TensorImpl*> impls;
+  for (const Tensor& t : all) impls.push_back(t.impl().get());
+  base::ThrowIfError(frontend::Materialize(impls, /*wait=*/false));
   CheckNotPlaceholders(all, device);
 
   TracedBody body = TraceBody(fn, init_d, xs_d, device, options, record);

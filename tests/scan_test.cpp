@@ -2,6 +2,7 @@
 // on the device reading xs slices in place and writing ys into one stacked buffer.
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -685,6 +686,42 @@ TEST_F(ScanTest, PendingInputsAndManySteps) {
   ExpectNear(r.carry[0].to_vector<float>(), c, 1e-5);
   ExpectNear(r.ys[0].to_vector<float>(), ys, 1e-5);
   EXPECT_EQ(C("TraceTransferBytes"), 0);
+}
+
+// A scan returns with its steps queued (the host goes on while the device runs them): sync
+// waits for them, and a process that exits with them still queued, never reading the result,
+// exits cleanly (the devices are drained at exit, before PoCL's and LLVM's teardown).
+TEST_F(ScanTest, StepsRunOnAfterScanReturns) {
+  const int T = 400;
+  auto run = [&](Device d) {
+    Tensor xs = reshape(arange(T * 4096, DType::f32, d) * 1e-6, {T, 4096});
+    sync({xs});
+    return scan(
+        [](const Ts& c, const Ts& x) {
+          return Body{{tanh(c[0] * 0.5 + x[0]) + sin(c[0]) * 0.25}, {}};
+        },
+        {zeros({4096}, DType::f32, d)}, {xs});
+  };
+  const std::vector<float> expected = run(Device::host()).carry[0].to_vector<float>();
+  ScanResult r = run(kCl);
+  sync(r.carry);  // waits for the queued steps
+  ExpectNear(r.carry[0].to_vector<float>(), expected, 1e-5);
+  // Read with no sync first: the read waits for them.
+  ExpectNear(run(kCl).carry[0].to_vector<float>(), expected, 1e-5);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ScanResult pending = run(kCl);
+        // Queued behind it: steps of a body never compiled before, whose kernels PoCL compiles
+        // when they come to run.
+        ScanResult later = scan(
+            [](const Ts& c, const Ts& x) {
+              return Body{{exp(c[0] * -0.125) * cos(x[0]) - c[0] * 0.375}, {}};
+            },
+            {pending.carry[0]}, {reshape(arange(8 * 4096, DType::f32, kCl), {8, 4096})});
+        std::exit(later.carry[0].dim() == 1 ? 3 : 4);
+      },
+      testing::ExitedWithCode(3), "");
 }
 
 }  // namespace
