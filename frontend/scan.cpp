@@ -299,7 +299,7 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   std::vector<Tensor> all = init_d;
   all.insert(all.end(), xs_d.begin(), xs_d.end());
   // Queued, not waited for: the device computes the inputs while the body is traced, and the
-  // steps queue behind them (the loop returns with its steps queued too; reads wait).
+  // steps queue behind them; the step loop returns once all of it is done (RunStepLoop).
   std::vector<TensorImpl*> impls;
   for (const Tensor& t : all) impls.push_back(t.impl().get());
   base::ThrowIfError(frontend::Materialize(impls, /*wait=*/false));

@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <new>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -246,14 +245,8 @@ void sync(const std::vector<Tensor>& tensors) {
     frontend::ImplOf(t, "sync");
     impls.push_back(t.impl().get());
   }
-  // Returns when the work is done, so that it can be timed: the graphs computing the tensors,
-  // and work queued before that made them (a scan's steps), which Materialize does not wait for.
-  base::ThrowIfError(frontend::Materialize(impls, /*wait=*/false));
-  std::set<int> devices;
-  for (const Tensor& t : tensors) {
-    if (t.device().is_opencl()) devices.insert(t.device().index());
-  }
-  for (int d : devices) base::ThrowIfError(runtime::WaitForDevice(d));
+  // Returns when the work is done (Materialize waits), so that it can be timed.
+  base::ThrowIfError(frontend::Materialize(impls));
 }
 
 }  // namespace lazycl

@@ -1,6 +1,5 @@
 #include "runtime/devices.h"
 
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,11 +25,6 @@ std::map<int, backend::Device*>& Devices() {
   return *devices;
 }
 
-void FinishAll() {
-  std::lock_guard<std::mutex> lock(DevicesMutex());
-  for (auto& [index, device] : Devices()) (void)device->Finish();
-}
-
 }  // namespace
 
 backend::Device& OpenClDevice(int index) {
@@ -48,12 +42,6 @@ backend::Device& OpenClDevice(int index) {
   }
   backend::Device* raw = device->release();
   (*devices)[index] = raw;
-  // Work some entry points leave queued (a scan's steps) must not still run while the process
-  // exits: PoCL would compile kernels while LLVM's static objects are destroyed. Registered
-  // after PoCL and LLVM are loaded (Open has found the platform), so it runs before their
-  // destructors.
-  static std::once_flag drain_at_exit;
-  std::call_once(drain_at_exit, [] { std::atexit(FinishAll); });
   profile::OnDeviceOpened(index, *raw);
   return *raw;
 }

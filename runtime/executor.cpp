@@ -739,6 +739,4 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> Materialize(
   return results;
 }
 
-absl::Status WaitForDevice(int device) { return OpenClDevice(device).Finish(); }
-
 }  // namespace lazycl::runtime

@@ -27,11 +27,11 @@ inline constexpr int64_t kMaxPendingNodes = 512;
 // fails with FailedPrecondition before anything runs. The caller (the tensor layer) rebinds its
 // own handles to the results; nothing here touches a Tensor.
 //
-// By default it returns when the device has finished. `wait = false` only enqueues (a scan's
-// inputs; lazycl-bench measuring host overhead): reads wait on the in-order queue, and work
-// still queued at exit is drained before PoCL's and LLVM's static objects are destroyed (PoCL
-// compiling kernels meanwhile would crash; runtime/devices.cpp). On failure the device is
-// drained either way.
+// By default it returns when the device has finished: lazycl never hands control back with work
+// in flight, because work still queued when the process exits makes PoCL compile kernels while
+// LLVM's static objects are being destroyed (a crash), and a read of an empty result would
+// otherwise wait for nothing. `wait = false` only enqueues; the caller must Finish the device
+// (lazycl-bench measures host overhead that way). On failure the device is drained either way.
 //
 // `donations` offer buffers for outputs to be written into (runtime/donation.h): an accepted
 // offer's output is returned as the offered Storage itself, now holding the new value
@@ -40,10 +40,6 @@ inline constexpr int64_t kMaxPendingNodes = 512;
 absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> Materialize(
     int device, const std::vector<const ir::Node*>& outputs, bool wait = true,
     std::span<const Donation> donations = {});
-
-// Returns once every command queued on OpenCL device `device` has finished (at once when none
-// is): what a caller that let work run on (Materialize without `wait`, a scan) waits with.
-absl::Status WaitForDevice(int device);
 
 // Whether kernels for `device` use the CPU strategies (LAZYCL_CODEGEN, else the device's type).
 bool UsesCpuStrategy(backend::Device& device);

@@ -183,10 +183,9 @@ std::vector<ir::NodePtr> DistinctOutputs(std::vector<ir::NodePtr> outputs) {
 
 absl::StatusOr<StepLoopResult> RunStepLoop(const StepLoop& loop) {
   absl::StatusOr<StepLoopResult> result = RunSteps(loop);
-  // The loop returns with its steps queued, not done: the host goes on (the caller traces and
-  // queues what reads the results) while the device runs them, on its in-order queue. Reads
-  // and sync wait. A loop that failed half-way may have launched kernels: those are drained.
-  if (!result.ok()) (void)OpenClDevice(loop.device).Finish();
+  // Like every entry point, the loop returns with the device's work done (see Materialize); a
+  // loop that failed half-way may have launched kernels: drain them too.
+  if (absl::Status s = OpenClDevice(loop.device).Finish(); !s.ok() && result.ok()) return s;
   return result;
 }
 

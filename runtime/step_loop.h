@@ -39,8 +39,7 @@ struct StepLoopResult {
 std::vector<ir::NodePtr> DistinctOutputs(std::vector<ir::NodePtr> outputs);
 
 // Compiles the body once (GraphCompiles or GraphCacheHits), allocates the stacked outputs and
-// queues the body `steps` times; returns with the steps queued, not done (a read or
-// WaitForDevice waits; the devices are drained at exit: runtime/devices.cpp). The body
+// runs the body `steps` times; returns when the device has finished (see Materialize). The body
 // may read other buffers it captured; a captured placeholder is FailedPrecondition before
 // anything is compiled or run.
 absl::StatusOr<StepLoopResult> RunStepLoop(const StepLoop& loop);
