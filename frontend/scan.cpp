@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <utility>
 
@@ -303,6 +304,16 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   std::vector<TensorImpl*> impls;
   for (const Tensor& t : all) impls.push_back(t.impl().get());
   base::ThrowIfError(frontend::Materialize(impls, /*wait=*/false));
+  // Until the step loop has run (it drains the device itself), an error (a body that throws
+  // while traced, a placeholder) leaves with that graph drained: lazycl does not hand control
+  // back with work queued (see runtime/executor.h).
+  struct DrainOnError {
+    int device;
+    int exceptions = std::uncaught_exceptions();
+    ~DrainOnError() {
+      if (std::uncaught_exceptions() > exceptions) (void)runtime::OpenClDevice(device).Finish();
+    }
+  } drain_on_error{device.index()};
   CheckNotPlaceholders(all, device);
 
   TracedBody body = TraceBody(fn, init_d, xs_d, device, options, record);

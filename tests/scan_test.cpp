@@ -718,7 +718,16 @@ TEST_F(ScanTest, ScanResultsAreReadyWhenItReturns) {
               return Body{{exp(c[0] * -0.125) * cos(x[0]) - c[0] * 0.375}, {}};
             },
             {pending.carry[0]}, {reshape(arange(8 * 4096, DType::f32, kCl), {8, 4096})});
-        std::exit(later.carry[0].dim() == 1 ? 3 : 4);
+        // And a scan whose body throws while traced, its inputs' graph (never compiled before)
+        // queued: drained as the error leaves.
+        bool threw = false;
+        try {
+          scan([](const Ts&, const Ts&) -> Body { throw std::runtime_error("no"); },
+               {sqrt(abs(later.carry[0])) * 0.3 - 1.7}, {pending.carry[0] * 0.5 + 2.25});
+        } catch (const std::exception&) {
+          threw = true;
+        }
+        std::exit(threw && later.carry[0].dim() == 1 ? 3 : 4);
       },
       testing::ExitedWithCode(3), "");
 }
