@@ -813,6 +813,7 @@ bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
     case Op::kAbs:
     case Op::kRelu:
     case Op::kSigmoid:
+    case Op::kSilu:
     case Op::kReshape:
       for (const ir::NodePtr& o : n.operands) {
         if (!VectorFriendly(*o, inputs, x_shape, reduced_dims)) return false;

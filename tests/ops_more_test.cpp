@@ -670,8 +670,8 @@ TEST(OpsMoreTest, ReductionsThatKeepTheLastDimMatchHost) {
 // chain that has a vector form 16 columns at a time on whole panels and one at a time at the
 // edges (emit_matmul.cpp, lc_epilogue16): the bias of a layer, relu's gradient (a comparison
 // of stored values at the element's index), SGD's update of a detached gradient, a batched
-// product; a per-row scale has no vector form and stays scalar. Against the host, with sizes
-// at and between the panel edges.
+// product, SwiGLU's silu gate; a per-row scale has no vector form and stays scalar. Against the
+// host, with sizes at and between the panel edges.
 TEST(OpsMoreTest, MatmulEpiloguesMatchHost) {
   struct Case {
     int64_t m, k, n;
@@ -700,14 +700,16 @@ TEST(OpsMoreTest, MatmulEpiloguesMatchHost) {
       const Tensor sgd = w - matmul(transpose(x, 0, 1), g).detach() * 0.01;
       const Tensor batched = matmul(a, cc) * 0.5 + b;
       const Tensor per_row = matmul(x, w) * s;
-      const std::vector<Tensor> out = {layer, dh, sgd, batched, per_row};
+      const Tensor swiglu = silu(matmul(x, w)) * g;  // SwiGLU's gate
+      const std::vector<Tensor> out = {layer, dh, sgd, batched, per_row, swiglu};
       for (const Tensor& t : out) sync({t});  // each its own graph: its own matmul and chain
       return out;
     };
     const std::vector<Tensor> want = run(xh, wh, bh, hh, gh, sh, ah, ch);
     const std::vector<Tensor> got = run(xd, wd, bd, hd, gd, sd, ad, cd);
-    const char* names[] = {"relu(x @ w + b)", "where(h > 0, x @ w, 0)", "w - 0.01 (x^T @ g)",
-                           "(a @ c) * 0.5 + b", "(x @ w) * s"};
+    const char* names[] = {"relu(x @ w + b)",    "where(h > 0, x @ w, 0)",
+                           "w - 0.01 (x^T @ g)", "(a @ c) * 0.5 + b",
+                           "(x @ w) * s",        "silu(x @ w) * g"};
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_TRUE(got[i].device().is_opencl()) << names[i];
       EXPECT_TRUE(Near(want[i], got[i], 1e-4, 2e-4)) << names[i];
