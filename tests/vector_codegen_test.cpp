@@ -70,6 +70,12 @@ TEST(VectorCodegen, MatmulEpilogueWithAVectorFormRunsOnWholePanels) {
                     &with_h);
   EXPECT_TRUE(Has(spec.source, "float16 lc_epilogue16(")) << spec.source;
 
+  // SwiGLU's gate, silu(acc) * g: silu has a vector form too.
+  NodePtr gate = Ok(ir::MakeBinary(Op::kMul, Ok(ir::MakeUnary(Op::kSilu, p.c)), h));
+  spec = EmitMatmul(*p.c, BufferRef{BufferRef::Kind::kOutput, 0}, p.sa, p.sb, target, gate.get(),
+                    &with_h);
+  EXPECT_TRUE(Has(spec.source, "float16 lc_epilogue16(")) << spec.source;
+
   // The GPU strategy has no panels: the scalar epilogue only.
   Target gpu;
   gpu.cpu = false;
@@ -138,6 +144,24 @@ TEST(VectorCodegen, RowKernelReadsAWeightAlongTheRowAsAVector) {
   InputMap inputs3 = {{x3.get(), Param(0)}, {w.get(), Param(1)}};
   EXPECT_FALSE(VectorFriendly(*Ok(ir::MakeBinary(Op::kMul, x3, w3)), inputs3, shape3, 2));
   EXPECT_TRUE(VectorFriendly(*Ok(ir::MakeBinary(Op::kMul, x3, w3)), inputs3, shape3, 1));
+}
+
+// A small elementwise kernel (below the size where a second, guarded launch pays) runs the
+// unguarded entry point alone when its size is whole work-groups, since PoCL vectorises only an
+// unguarded work-item loop; otherwise the guarded one alone.
+TEST(VectorCodegen, SmallElementwiseKernelOfWholeGroupsRunsUnguarded) {
+  Target target;
+  for (const int64_t n : {int64_t{64} * 352, int64_t{1000}}) {
+    NodePtr x = ir::MakeBuffer(nullptr, DType::f32, {n});
+    InputMap inputs = {{x.get(), Param(0)}};
+    const KernelSpec spec = EmitElementwise(*Ok(ir::MakeUnary(Op::kSilu, x)),
+                                            BufferRef{BufferRef::Kind::kOutput, 0}, inputs, target);
+    ASSERT_EQ(spec.launches.size(), 2u);
+    const bool whole = n % 64 == 0;
+    EXPECT_EQ(spec.launches[0].global, (std::vector<size_t>{whole ? static_cast<size_t>(n) : 0}))
+        << n;
+    EXPECT_EQ(spec.launches[1].global, (std::vector<size_t>{whole ? 0u : 1024u})) << n;
+  }
 }
 
 // An elementwise kernel over views with rows of whole vectors runs a row per work-group; a cat
