@@ -521,15 +521,16 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 Tensor softmax(const Tensor& x, int64_t dim) {
   dim = NormalizeDim(dim, x.dim(), "softmax");
   // max has no identity over an empty dim; the result is empty then (as in PyTorch) and needs no
-  // shift.
-  Tensor z = x.size(dim) == 0 ? x : x - max(x, {dim}, true);
+  // shift. The shift is a constant to autograd (JAX's stop_gradient): softmax does not depend on
+  // it, so the gradient that would flow through max is zero and costs a pass over x for nothing.
+  Tensor z = x.size(dim) == 0 ? x : x - max(x, {dim}, true).detach();
   Tensor e = exp(z);
   return e / sum(e, {dim}, true);
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   dim = NormalizeDim(dim, x.dim(), "log_softmax");
-  Tensor z = x.size(dim) == 0 ? x : x - max(x, {dim}, true);  // see softmax
+  Tensor z = x.size(dim) == 0 ? x : x - max(x, {dim}, true).detach();  // see softmax
   return z - log(sum(exp(z), {dim}, true));
 }
 

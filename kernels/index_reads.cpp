@@ -10,9 +10,10 @@ using ir::Op;
 
 // Whether node `n`, on a path from root to x, keeps x read at root's own index (or row).
 bool Allowed(const Node& n, const Node& root, const Node& x, OwnIndex mode) {
-  if ((ir::IsElementwise(n.op) || IsIdentityReshape(n)) && n.shape == root.shape) return true;
+  const bool pointwise = ir::IsElementwise(n.op) || IsIdentityReshape(n);
+  if (pointwise && n.shape == root.shape) return true;
   if (mode == OwnIndex::kElement) return false;
-  return (ir::IsElementwise(n.op) && n.shape == x.shape) ||
+  return (pointwise && n.shape == x.shape) ||
          (ir::IsReduce(n.op) && n.operands[0]->shape == root.shape) ||
          (n.op == Op::kExpand && n.shape == root.shape && n.operands[0]->shape == x.shape);
 }

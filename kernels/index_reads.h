@@ -22,8 +22,9 @@ enum class OwnIndex {
   kElement,
   // x is a per-row value of root's row kernel (fusion_rules.cpp): a node on a path may also be
   // a reduction of a value of root's shape (taken into the kernel, it reads its own row), an
-  // Expand of a value of x's shape to root's shape, or elementwise of x's shape (log of a sum,
-  // a mean). A view such as a transpose on a path would read other rows.
+  // Expand of a value of x's shape to root's shape, or elementwise (or an identity reshape) of
+  // x's shape (log of a sum, a mean, softmax's detached max). A view such as a transpose on a
+  // path would read other rows.
   kRow,
 };
 

@@ -494,6 +494,85 @@ TEST(FusionTest, ReluGradientAndSgdUpdateAreMatmulEpilogues) {
   }
 }
 
+// The gradient of an operand that is a transpose (x @ w^T in a linear layer, q @ k^T in
+// attention) is computed as the product in w's own layout, g^T x: one kernel, where the
+// transpose of x^T g took a matmul and a copy (or made its readers gather through the
+// transpose: the grouped-query key gradient's head sum ran at 2.6 GB/s).
+TEST(FusionTest, TheGradientOfATransposedOperandIsOneProductInItsLayout) {
+  const int64_t b = 3, m = 20, k = 12, n = 17;
+  const std::vector<float> xv = Values(b * m * k, 0.013f, -0.6f);
+  const std::vector<float> wv = Values(b * n * k, -0.011f, 0.5f);
+  const std::vector<float> gv = Values(b * m * n, 0.02f, -1.0f);
+  Tensor x = tensor(xv, {b, m, k}, kCl).requires_grad_();
+  Tensor w = tensor(wv, {b, n, k}, kCl).requires_grad_();
+  Tensor g = tensor(gv, {b, m, n}, kCl);
+  sync({g});
+  std::vector<Tensor> grads = grad(matmul(x, transpose(w, 1, 2)), {x, w}, g);
+  EXPECT_EQ(KernelsFor(grads[1]), 1);
+  const std::vector<float> dx = grads[0].to_vector<float>();
+  const std::vector<float> dw = grads[1].to_vector<float>();
+  for (int64_t p = 0; p < b; ++p) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t c = 0; c < k; ++c) {  // dw[j, c] = sum_i g[i, j] x[i, c]
+        double want = 0;
+        for (int64_t i = 0; i < m; ++i)
+          want += static_cast<double>(gv[(p * m + i) * n + j]) * xv[(p * m + i) * k + c];
+        EXPECT_NEAR(dw[(p * n + j) * k + c], want, 1e-4 * (1 + std::fabs(want))) << p << j << c;
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t c = 0; c < k; ++c) {  // dx[i, c] = sum_j g[i, j] w[j, c]
+        double want = 0;
+        for (int64_t j = 0; j < n; ++j)
+          want += static_cast<double>(gv[(p * m + i) * n + j]) * wv[(p * n + j) * k + c];
+        EXPECT_NEAR(dx[(p * m + i) * k + c], want, 1e-4 * (1 + std::fabs(want))) << p << i << c;
+      }
+    }
+  }
+  // Both operands transposed (a^T @ c^T): their gradients are products in their layouts too.
+  Tensor a = tensor(Values(k * m, 0.01f, -0.3f), {k, m}, kCl).requires_grad_();
+  Tensor c = tensor(Values(n * k, -0.02f, 0.4f), {n, k}, kCl).requires_grad_();
+  Tensor both = sum(matmul(transpose(a, 0, 1), transpose(c, 0, 1)), {}, false);
+  std::vector<Tensor> g2 = grad(both, {a, c});
+  const std::vector<float> cv = c.to_vector<float>(), av = a.to_vector<float>();
+  const std::vector<float> da = g2[0].to_vector<float>(), dc = g2[1].to_vector<float>();
+  for (int64_t r = 0; r < k; ++r) {
+    double col_sum = 0;  // d/da[r, i] = sum_j c[j, r]; d/dc[j, r] = sum_i a[r, i]
+    double row_sum = 0;
+    for (int64_t j = 0; j < n; ++j) col_sum += cv[j * k + r];
+    for (int64_t i = 0; i < m; ++i) row_sum += av[r * m + i];
+    for (int64_t i = 0; i < m; ++i) EXPECT_NEAR(da[r * m + i], col_sum, 1e-4) << r << "," << i;
+    for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(dc[j * k + r], row_sum, 1e-4) << j << "," << r;
+  }
+}
+
+// softmax's shift by the row max is a constant to autograd (JAX's stop_gradient): the gradient
+// is y (g - sum(g y)), with no pass that compares x with its max to route a gradient that sums
+// to zero: four kernels (the max, the sum of exp, the sum of g y, the result) where the
+// differentiated shift took six.
+TEST(FusionTest, SoftmaxGradientDoesNotDifferentiateTheShift) {
+  const int64_t rows = 6, cols = 33;
+  std::vector<float> xv = Values(rows * cols, 0.05f, -2.0f);
+  xv[3] = xv[5] = 9.0f;  // a tie at the max
+  const std::vector<float> gv = Values(rows * cols, -0.07f, 1.0f);
+  Tensor x = tensor(xv, {rows, cols}, kCl).requires_grad_();
+  Tensor y = softmax(x, 1);
+  Tensor loss = sum(y * tensor(gv, {rows, cols}, kCl), {}, false);
+  Tensor dx = grad(loss, {x})[0];
+  EXPECT_EQ(KernelsFor(dx), 4);
+  const std::vector<float> got = dx.to_vector<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = -1e30, z = 0, gy = 0;
+    for (int64_t c = 0; c < cols; ++c) mx = std::max<double>(mx, xv[r * cols + c]);
+    for (int64_t c = 0; c < cols; ++c) z += std::exp(xv[r * cols + c] - mx);
+    for (int64_t c = 0; c < cols; ++c) gy += gv[r * cols + c] * std::exp(xv[r * cols + c] - mx) / z;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double yv = std::exp(xv[r * cols + c] - mx) / z;
+      EXPECT_NEAR(got[r * cols + c], yv * (gv[r * cols + c] - gy), 1e-6) << r << "," << c;
+    }
+  }
+}
+
 // A matmul whose only reader is the output's identity reshape (`detach()`) is written by the
 // matmul itself into the output: it is not an epilogue of that output's kernel, which does not
 // run (lazycl-fuzz found "result holds no data" through a gradient: seed 2026, graph 9220).
