@@ -523,7 +523,22 @@ std::string Emitter::EvalVector(const Node& n, const Index& idx) {
     }
     return Eval(*n.operands[0], Index::Multi(std::move(in)));
   }
-  if (n.op == Op::kDiv && n.operands[1]->op == Op::kExpand && !column_form(*n.operands[1])) {
+  // Column and epilogue forms (no broadcast row): the 16 lanes lie in one row of the last dim,
+  // so a value broadcast along the last dim (a per-row statistic, RMSNorm's 1 / rms in its
+  // weight's gradient) is one scalar, read at lane 0's coordinates and splatted.
+  if (n.op == Op::kExpand && RowScalar(n)) {
+    std::vector<std::string> in = Multi(idx, n);
+    const Shape& s = n.operands[0]->shape;
+    for (size_t d = 0; d < in.size(); ++d) {
+      if (s[d] == 1) in[d] = "0";
+    }
+    vec_ = false;
+    std::string row = Eval(*n.operands[0], Index::Multi(std::move(in)));
+    vec_ = true;
+    return Assign(t, absl::StrCat("(float16)(", row, ")"));
+  }
+  if (n.op == Op::kDiv && n.operands[1]->op == Op::kExpand && !column_form(*n.operands[1]) &&
+      !RowScalar(*n.operands[1])) {
     // Division by a per-row value (softmax's sum): the row's value is loaded once and divides
     // the 16 lanes. The division stays a division: a multiply by the reciprocal is up to 1 ulp
     // off, and a value must be the same bits in every kernel and in the scalar tail that
@@ -542,6 +557,10 @@ std::string Emitter::EvalVector(const Node& n, const Index& idx) {
     return Assign(t, absl::StrCat("(float16)(", row, ")"));
   }
   return "";
+}
+
+bool Emitter::RowScalar(const Node& expand) const {
+  return broadcast_dims_ == 0 && broadcast_row_ == "0" && LastDimBroadcast(expand);
 }
 
 namespace {
@@ -795,6 +814,14 @@ bool ValuesCompared(const Node& c, const InputMap& inputs, const Shape& x_shape,
 
 }  // namespace
 
+bool LastDimBroadcast(const Node& n) {
+  if (n.op != Op::kExpand || n.shape.empty()) return false;
+  const Node* value = n.operands[0].get();
+  while (value->op == Op::kReshape) value = value->operands[0].get();
+  return value->op != Op::kConstant && value->op != Op::kScalar &&
+         n.operands[0]->shape.back() == 1 && n.shape.back() != 1;
+}
+
 bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
                     size_t reduced_dims) {
   if (n.dtype != DType::f32) return false;
@@ -848,6 +875,9 @@ bool VectorFriendly(const Node& n, const InputMap& inputs, const Shape& x_shape,
       // reduced dim), so they are 16 elements of the operand too.
       if (reduced_dims <= 1 && !s.empty() && s.back() == x_shape.back())
         return VectorFriendly(*n.operands[0], inputs, s, 0);
+      // The column form's 16 lanes share every coordinate but the last: a value broadcast
+      // along the last dim is one scalar for all of them (Emitter::RowScalar).
+      if (reduced_dims == 0 && LastDimBroadcast(n)) return true;
       const size_t kept = x_shape.size() - reduced_dims;
       for (size_t d = 0; d < s.size(); ++d) {
         if (d < kept ? s[d] != x_shape[d] : s[d] != 1) return false;

@@ -208,6 +208,9 @@ class Emitter {
   LaneValue Lane(const ir::Node& n, const std::vector<std::string>& coords);
   // Where(cond, a, b) in vector mode, cond LaneFriendly.
   std::string WhereVector(const ir::Node& n, const Index& idx);
+  // In the column and epilogue forms (vector mode with no broadcast row), whether `expand`
+  // broadcasts a value along the last dim: one scalar for the 16 lanes of one row.
+  bool RowScalar(const ir::Node& expand) const;
   // Gather and ScatterAdd (emit_gather.cpp): the dims they force equal, and Gather's value.
   void UnifyIndexing(const ir::Node& n);
   std::string Gather(const ir::Node& n, const Index& idx);
@@ -257,10 +260,15 @@ std::string IndexType(const ir::Node& root, const InputMap& inputs, const Target
 // time in Emitter's vector mode: f32 elementwise ops whose vector forms are plain OpenCL C,
 // reading inputs at x's own linear index, Expands that only broadcast a per-row value along the
 // reduced dims (softmax's x - max) and, with at most one reduced dim, Expands that keep the
-// last dim (a bias, RMSNorm's weight). `reduced_dims` 0 is a matmul's epilogue: 16 elements of
-// one row of C; a Where there must compare f32 values at its own index (relu's gradient).
+// last dim (a bias, RMSNorm's weight). `reduced_dims` 0 is a matmul's epilogue or a column
+// reduction: 16 elements of one row of the last dim, where an Expand may also broadcast a
+// per-row value along that dim (LastDimBroadcast); a Where there must compare f32 values at its
+// own index (relu's gradient).
 bool VectorFriendly(const ir::Node& n, const InputMap& inputs, const ir::Shape& x_shape,
                     size_t reduced_dims);
+
+// Whether `n` is an Expand that broadcasts a computed (not constant) value along the last dim.
+bool LastDimBroadcast(const ir::Node& n);
 
 // Whether an integer or bool `n` is computed from positions alone: iotas, integer constants,
 // broadcasts, unit-dim reshapes, integer casts and comparisons (the causal mask col <= row).

@@ -653,6 +653,15 @@ TEST(OpsMoreTest, ReductionsThatKeepTheLastDimMatchHost) {
               return std::vector<Tensor>{max(x, {0}), sum(relu(x) * m + x, {0})};
             },
             s, DType::f32, l, ++seed, 1e-4, 1e-4);
+        // x times a statistic of its own row (broadcast along the last dim: one value for the
+        // 16 columns a work-item reduces), then summed over the rows: RMSNorm's weight gradient.
+        Check(
+            "a sum over rows of x scaled by its row's statistic",
+            [](const Tensor& x) {
+              const Tensor ms = rsqrt(mean(x * x, {-1}, true) + 1e-5);
+              return std::vector<Tensor>{sum(x * ms, {0}), sum(exp(x * 0.1) / ms, {0}, true)};
+            },
+            s, DType::f32, l, ++seed, 1e-4, 1e-4);
       }
       if (s.size() == 3) {
         Check(

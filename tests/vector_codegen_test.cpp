@@ -88,16 +88,56 @@ TEST(VectorCodegen, MatmulEpilogueWithAVectorFormRunsOnWholePanels) {
 TEST(VectorCodegen, MatmulEpilogueWithoutAVectorFormStaysScalar) {
   const Product p = MakeProduct(64, 32, 48);
   const ir::Shape shape = {64, 48};
-  // A per-row scale ([64, 1] broadcast along the row) has no 16-column form here.
+  // tanh has no 16-lane form (VectorFriendly's list).
+  NodePtr curved = Ok(ir::MakeUnary(Op::kTanh, p.c));
+  InputMap inputs = {{p.a.get(), Param(0)}, {p.b.get(), Param(1)}};
+  InputMap with_acc = inputs;
+  with_acc[p.c.get()] = Param(3);
+  EXPECT_FALSE(VectorFriendly(*curved, with_acc, shape, 0));
+  Target target;
+  const KernelSpec spec = EmitMatmul(*p.c, BufferRef{BufferRef::Kind::kOutput, 0}, p.sa, p.sb,
+                                     target, curved.get(), &inputs);
+  EXPECT_FALSE(Has(spec.source, "#define LC_EPILOGUE16")) << spec.source;
+  EXPECT_TRUE(Has(spec.source, "lc_epilogue(")) << spec.source;
+}
+
+// A per-row value broadcast along the last dim ([64, 1] over [64, 48]) is one scalar for the 16
+// lanes of one row: read once at the row and splatted, in an epilogue and in a column reduction
+// (RMSNorm's weight gradient, sum over rows of dy * x * rsqrt(ms), took the scalar kernel at
+// 2.8 GB/s).
+TEST(VectorCodegen, APerRowValueBroadcastAlongTheRowIsOneScalarForTheLanes) {
+  const Product p = MakeProduct(64, 32, 48);
+  const ir::Shape shape = {64, 48};
   NodePtr scale = ir::MakeBuffer(nullptr, DType::f32, {64, 1});
   NodePtr scaled = Ok(ir::MakeBinary(Op::kMul, p.c, Ok(ir::MakeExpand(scale, shape))));
   InputMap inputs = {{p.a.get(), Param(0)}, {p.b.get(), Param(1)}, {scale.get(), Param(2)}};
-  EXPECT_FALSE(VectorFriendly(*scaled, inputs, shape, 0));
+  InputMap with_acc = inputs;  // as EmitMatmul asks: the accumulator is an input
+  with_acc[p.c.get()] = Param(3);
+  EXPECT_TRUE(VectorFriendly(*scaled, with_acc, shape, 0));
   Target target;
-  const KernelSpec spec = EmitMatmul(*p.c, BufferRef{BufferRef::Kind::kOutput, 0}, p.sa, p.sb,
-                                     target, scaled.get(), &inputs);
-  EXPECT_FALSE(Has(spec.source, "#define LC_EPILOGUE16")) << spec.source;
-  EXPECT_TRUE(Has(spec.source, "lc_epilogue(")) << spec.source;
+  KernelSpec spec = EmitMatmul(*p.c, BufferRef{BufferRef::Kind::kOutput, 0}, p.sa, p.sb, target,
+                               scaled.get(), &inputs);
+  EXPECT_TRUE(Has(spec.source, "float16 lc_epilogue16(")) << spec.source;
+  EXPECT_TRUE(Has(spec.source, "(float16)(")) << spec.source;  // the splat
+
+  NodePtr x = ir::MakeBuffer(nullptr, DType::f32, shape);
+  NodePtr stat = ir::MakeBuffer(nullptr, DType::f32, {64, 1});
+  NodePtr weighted = Ok(
+      ir::MakeBinary(Op::kMul, x, Ok(ir::MakeExpand(Ok(ir::MakeUnary(Op::kRsqrt, stat)), shape))));
+  NodePtr column_sum = Ok(ir::MakeReduce(Op::kSum, weighted, {0}));
+  InputMap column_inputs = {{x.get(), Param(0)}, {stat.get(), Param(1)}};
+  spec = EmitReduce(*column_sum, BufferRef{BufferRef::Kind::kOutput, 0}, column_inputs, 1, target);
+  EXPECT_TRUE(Has(spec.summary, "16 columns per work-item")) << spec.summary;
+  EXPECT_TRUE(Has(spec.source, "vload16")) << spec.source;
+
+  // Not across rows: a row kernel's lanes along a row of two reduced dims may cross the last
+  // dim's rows, so there the broadcast value is not one scalar.
+  const ir::Shape cube = {4, 8, 48};
+  NodePtr y = ir::MakeBuffer(nullptr, DType::f32, cube);
+  NodePtr per_row = ir::MakeBuffer(nullptr, DType::f32, {4, 8, 1});
+  NodePtr mixed = Ok(ir::MakeBinary(Op::kMul, y, Ok(ir::MakeExpand(per_row, cube))));
+  InputMap cube_inputs = {{y.get(), Param(0)}, {per_row.get(), Param(1)}};
+  EXPECT_FALSE(VectorFriendly(*mixed, cube_inputs, cube, 2));
 }
 
 TEST(VectorCodegen, ReductionKeepingTheLastDimTakesSixteenColumnsPerWorkItem) {
