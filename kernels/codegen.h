@@ -49,13 +49,17 @@ std::vector<KernelSpec> EmitScatterAdd(const ir::Node& root, BufferRef out, cons
                                        const Target& target);
 
 // Where a matmul operand lives: a buffer read at offset + sum(index * stride), with the batch
-// dims folded into one stride.
+// dims folded into one stride, or into two levels: with `batch_inner` > 0, batch b is read at
+// (b / batch_inner) * group_stride + (b % batch_inner) * batch_stride (grouped-query attention's
+// keys, each repeated for several heads: [kv, rep] batch dims of strides [s, 0]).
 struct StridedOperand {
   BufferRef buffer;
   int64_t offset = 0;
   int64_t batch_stride = 0;
   int64_t row_stride = 0;
   int64_t col_stride = 0;
+  int64_t batch_inner = 0;  // 0: one level
+  int64_t group_stride = 0;
 };
 
 // With `epilogue`: an elementwise chain over `root`'s value at the same index, of root's shape

@@ -90,14 +90,22 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
     }
     return s;
   };
+  // The templates read batch b of an operand at (b / inner) * group + (b % inner) * stride.
+  auto inner = [&](const StridedOperand& s) {
+    return i64(s.batch_inner > 0 ? s.batch_inner : std::max<int64_t>(batches, 1));
+  };
   spec.args = {buffer(a.buffer, false),
                offset(a.buffer, a.offset),
                i64(a.batch_stride),
+               inner(a),
+               i64(a.group_stride),
                i64(a.row_stride),
                i64(a.col_stride),
                buffer(b.buffer, false),
                offset(b.buffer, b.offset),
                i64(b.batch_stride),
+               inner(b),
+               i64(b.group_stride),
                i64(b.row_stride),
                i64(b.col_stride),
                buffer(out, true),

@@ -767,7 +767,7 @@ class GenericLowering {
       a = {t, 0, RowMajor(x.shape)};
       batch = folded(a);
     }
-    return StridedOperand{a.buffer, a.offset, *batch, a.strides[r - 2], a.strides[r - 1]};
+    return StridedOperand{a.buffer, a.offset, *batch, a.strides[r - 2], a.strides[r - 1], 0, 0};
   }
 
   absl::Status Matmul(const Node& n) {
@@ -805,7 +805,7 @@ absl::StatusOr<Plan> LowerGeneric(const Graph& graph, const Target& target) {
 KernelSpec GenericMatmulKernel(DType dtype, const Target& target) {
   const ir::NodePtr one = ir::MakeConstant(0, dtype, {1, 1});
   const ir::NodePtr product = *ir::MakeMatmul(one, one);
-  const StridedOperand operand{{BufferRef::Kind::kParam, 0}, 0, 0, 1, 1};
+  const StridedOperand operand{{BufferRef::Kind::kParam, 0}, 0, 0, 1, 1, 0, 0};
   return EmitMatmul(*product, {BufferRef::Kind::kOutput, 0}, operand, operand, Tiled(target));
 }
 

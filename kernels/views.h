@@ -6,22 +6,23 @@
 #include "ir/ir.h"
 #include "kernels/codegen.h"
 
-// How a matmul reads an operand in place. A chain of Permute, Expand, Slice and (contiguous)
-// Reshape views over a node in memory is one strided access to that node's buffer, so the view
-// needs no kernel of its own: the matmul kernel takes offset and strides as arguments.
-// Elementwise kernels read views by index arithmetic in codegen instead.
+// How a matmul reads an operand in place. A chain of Permute, Expand, Slice and Reshape views
+// over a node in memory is one strided access to that node's buffer (a Reshape of a strided
+// view only where it regroups batch dims and keeps the matrix dims), so the view needs no
+// kernel of its own: the matmul kernel takes offset and strides as arguments. Elementwise
+// kernels read views by index arithmetic in codegen instead.
 namespace lazycl::kernels {
 
-// A matmul operand as offset, one batch stride and row/col strides over `base`, a node in
-// memory. `access.buffer` is left for the caller, who knows where base lives.
+// A matmul operand as offset, batch strides (one or two levels) and row/col strides over
+// `base`, a node in memory. `access.buffer` is left for the caller, who knows where base lives.
 struct MatmulView {
   const ir::Node* base = nullptr;
   StridedOperand access;
 };
 
 // `n` as a MatmulView, or nullopt when its views are not strided over a node that
-// `materialized` names (a root or a Buffer, Partition::IsInput) or its batch dims are not one
-// arithmetic sequence.
+// `materialized` names (a root or a Buffer, Partition::IsInput) or its batch elements do not
+// lie at one or two levels of arithmetic sequences.
 std::optional<MatmulView> MatmulAccess(const ir::Node& n,
                                        const std::function<bool(const ir::Node&)>& materialized);
 

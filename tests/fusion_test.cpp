@@ -573,6 +573,31 @@ TEST(FusionTest, SoftmaxGradientDoesNotDifferentiateTheShift) {
   }
 }
 
+// Grouped-query attention's repeat (unsqueeze, broadcast, merge the head dims) is read by the
+// matmul in place, as two levels of batch strides: q k^T over the repeated keys is one kernel,
+// where the repeat took a copy of every key for every head.
+TEST(FusionTest, RepeatedKeysAreReadInPlace) {
+  const int64_t kv = 2, rep = 3, t = 16, d = 8;
+  Tensor q = tensor(Values(kv * rep * t * d, 0.01f, -0.4f), {1, kv * rep, t, d}, kCl);
+  Tensor k = tensor(Values(kv * t * d, -0.02f, 0.7f), {1, kv, t, d}, kCl);
+  Tensor repeated = reshape(broadcast_to(unsqueeze(k, 2), {1, kv, rep, t, d}), {1, kv * rep, t, d});
+  Tensor scores = matmul(q, transpose(repeated, -1, -2));
+  EXPECT_EQ(KernelsFor(scores), 1);
+  const std::vector<float> qv = q.to_vector<float>(), kv_ = k.to_vector<float>();
+  const std::vector<float> got = scores.to_vector<float>();
+  for (int64_t head = 0; head < kv * rep; ++head) {
+    const int64_t g = head / rep;  // the key head this query head reads
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < t; ++j) {
+        double want = 0;
+        for (int64_t e = 0; e < d; ++e)
+          want += static_cast<double>(qv[(head * t + i) * d + e]) * kv_[(g * t + j) * d + e];
+        EXPECT_NEAR(got[(head * t + i) * t + j], want, 1e-4) << head << "," << i << "," << j;
+      }
+    }
+  }
+}
+
 // A matmul whose only reader is the output's identity reshape (`detach()`) is written by the
 // matmul itself into the output: it is not an epilogue of that output's kernel, which does not
 // run (lazycl-fuzz found "result holds no data" through a gradient: seed 2026, graph 9220).

@@ -726,6 +726,47 @@ TEST(OpsMoreTest, MatmulEpiloguesMatchHost) {
   }
 }
 
+// Grouped-query attention's repeated keys and values read by the matmul in place: a batch of
+// [b, kv, rep] whose rep level has stride 0 (unsqueeze, broadcast, merge the leading dims) is
+// two levels of batch strides, and past two levels (b > 1 over a permuted value) a copy. Scores
+// q k^T and the weighted values p v against the host, with kv heads of 1, 2 and 3, batches of
+// 1 and 3, and a size-1 repeat.
+TEST(OpsMoreTest, RepeatedHeadsReadInPlaceMatchHost) {
+  struct Case {
+    int64_t b, kv, rep, t, d;
+  };
+  const Case cases[] = {
+      {1, 2, 2, 16, 8}, {3, 2, 2, 5, 4}, {1, 1, 4, 7, 3}, {2, 3, 1, 9, 16}, {1, 2, 3, 33, 17}};
+  uint64_t seed = 1300;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.b, " ", c.kv, " ", c.rep, " ", c.t, " ", c.d));
+    const int64_t h = c.kv * c.rep;
+    auto pair = [&](const Shape& s) {
+      const Tensor x = randn(s, ++seed, DType::f32, Host());
+      return std::make_pair(x, x.to(Cl()));
+    };
+    const auto [qh, qd] = pair({c.b, h, c.t, c.d});
+    const auto [kh, kd] = pair({c.b, c.kv, c.t, c.d});
+    const auto [vh, vd] = pair({c.b, c.t, c.kv * c.d});  // [b, t, kv * d]: heads by permute
+    auto run = [&](const Tensor& q, const Tensor& k, const Tensor& v_rows) {
+      auto repeat = [&](const Tensor& x) {
+        return reshape(broadcast_to(unsqueeze(x, 2), {c.b, c.kv, c.rep, c.t, c.d}),
+                       {c.b, h, c.t, c.d});
+      };
+      const Tensor v = permute(reshape(v_rows, {c.b, c.t, c.kv, c.d}), {0, 2, 1, 3});
+      const Tensor scores = matmul(q, transpose(repeat(k), -1, -2));
+      const Tensor weights = softmax(scores, -1);
+      return std::vector<Tensor>{scores, matmul(weights, repeat(v)),
+                                 matmul(transpose(repeat(k), -1, -2), q * 0.5)};
+    };
+    const std::vector<Tensor> want = run(qh, kh, vh), got = run(qd, kd, vd);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(got[i].device().is_opencl()) << i;
+      EXPECT_TRUE(Near(want[i], got[i], 1e-4, 1e-4)) << i;
+    }
+  }
+}
+
 // Elementwise kernels that read memory at another index than the element's (a transposed view,
 // a broadcast row, slices and cat) over rows of whole vectors: on the CPU strategy one row of
 // the last dim per work-group (emit_elementwise.cpp, FinishRows). Against the host, with rows

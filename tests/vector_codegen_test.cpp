@@ -36,8 +36,8 @@ Product MakeProduct(int64_t m, int64_t k, int64_t n) {
   p.a = ir::MakeBuffer(nullptr, DType::f32, {m, k});
   p.b = ir::MakeBuffer(nullptr, DType::f32, {k, n});
   p.c = Ok(ir::MakeMatmul(p.a, p.b));
-  p.sa = StridedOperand{Param(0), 0, 0, k, 1};
-  p.sb = StridedOperand{Param(1), 0, 0, n, 1};
+  p.sa = StridedOperand{Param(0), 0, 0, k, 1, 0, 0};
+  p.sb = StridedOperand{Param(1), 0, 0, n, 1, 0, 0};
   return p;
 }
 

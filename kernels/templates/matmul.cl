@@ -6,10 +6,12 @@
 #define lc_epilogue(acc, batch, row, col) (acc)
 #endif
 // T is the element type; A and B are strided views (offset and strides in elements, the batch
-// dims folded into one stride); C is contiguous [batches, M, N] from element c_off.
+// dims folded into one stride or two levels: batch b at (b / a_bi) * a_sg + (b % a_bi) * a_sb);
+// C is contiguous [batches, M, N] from element c_off.
 __kernel __attribute__((reqd_work_group_size(TS, TS, 1)))
-void matmul(__global const T* restrict A, long a_off, long a_sb, long a_sm, long a_sk,
-            __global const T* restrict B, long b_off, long b_sb, long b_sk, long b_sn,
+void matmul(__global const T* restrict A, long a_off, long a_sb, long a_bi, long a_sg, long a_sm,
+            long a_sk, __global const T* restrict B, long b_off, long b_sb, long b_bi, long b_sg,
+            long b_sk, long b_sn,
             __global T* restrict C, long c_off, long M, long N, long K LC_EPI_PARAMS) {
   const int lx = get_local_id(0);
   const int ly = get_local_id(1);
@@ -18,8 +20,8 @@ void matmul(__global const T* restrict A, long a_off, long a_sb, long a_sm, long
   const long batch = get_global_id(2);
   __local T a_tile[TS][TS];
   __local T b_tile[TS][TS];
-  A += a_off + batch * a_sb;
-  B += b_off + batch * b_sb;
+  A += a_off + (batch / a_bi) * a_sg + (batch % a_bi) * a_sb;
+  B += b_off + (batch / b_bi) * b_sg + (batch % b_bi) * b_sb;
   T acc = (T)0;
   for (long k0 = 0; k0 < K; k0 += TS) {
     const long ka = k0 + lx;

@@ -17,7 +17,8 @@
 // 6-7% on large products whose B rows are not a multiple of 4 KiB apart, but lost 8% on the
 // batched attention products (K = 32): measured, not kept.
 // Same arguments as matmul.cl plus `mb` (rows per work-item, a multiple of MR): A and B are strided
-// views (offset and strides in elements, the batch dims folded into one stride); C is contiguous
+// views (offset and strides in elements, the batch dims folded into one stride or two levels,
+// as matmul.cl says); C is contiguous
 // [batches, M, N] from element c_off. Work-items: (ceil(M / mb), ceil(N / NR), batches), local
 // size {1, 1, 1}. Rows past C's edge are clamped for reading and not stored; columns past it read
 // zeros from the copy and are not stored; B with non-unit column stride is gathered when copied.
@@ -57,10 +58,11 @@
 #define LC_LOAD_B_DIRECT(i, v) const LC_FV b##v = LC_VLOAD(v, bk + k * b_sk + n0);
 #define LC_FMA(i, v) LC_ACC(i, v) = fma(x, b##v, LC_ACC(i, v));
 
-__kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb, long a_sm,
-                         long a_sk, __global const float* restrict B, long b_off, long b_sb,
-                         long b_sk, long b_sn, __global float* restrict C, long c_off, long M,
-                         long N, long K, long mb LC_EPI_PARAMS) {
+__kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb, long a_bi,
+                         long a_sg, long a_sm, long a_sk, __global const float* restrict B,
+                         long b_off, long b_sb, long b_bi, long b_sg, long b_sk, long b_sn,
+                         __global float* restrict C, long c_off, long M, long N, long K,
+                         long mb LC_EPI_PARAMS) {
   __local float panel[KB * NR];
   const long m_begin = (long)get_global_id(0) * mb;
   const long m_end = min(m_begin + mb, M);
@@ -68,8 +70,8 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
   const long batch = get_global_id(2);
   const bool full = n0 + NR <= N;
   const bool direct = b_sn == 1 && full && mb < 4 * MR;
-  A += a_off + batch * a_sb;
-  B += b_off + batch * b_sb;
+  A += a_off + (batch / a_bi) * a_sg + (batch % a_bi) * a_sb;
+  B += b_off + (batch / b_bi) * b_sg + (batch % b_bi) * b_sb;
   __global float* c = C + c_off + batch * M * N;
   for (long k0 = 0; k0 == 0 || k0 < K; k0 += KB) {  // K = 0 stores zeros
     const long kn = min((long)KB, K - k0);
