@@ -64,10 +64,13 @@ struct StridedOperand {
 
 // With `epilogue`: an elementwise chain over `root`'s value at the same index, of root's shape
 // and dtype (Lower checks which); the kernel stores the chain's value instead of the product,
-// evaluating the chain's other operands from `inputs`.
+// evaluating the chain's other operands from `inputs`. With `stored`: where the product's
+// elements go in `out` (batch and row strides, col stride 1; views.h PermutedStore) instead of
+// contiguously.
 KernelSpec EmitMatmul(const ir::Node& root, BufferRef out, const StridedOperand& a,
                       const StridedOperand& b, const Target& target,
-                      const ir::Node* epilogue = nullptr, const InputMap* inputs = nullptr);
+                      const ir::Node* epilogue = nullptr, const InputMap* inputs = nullptr,
+                      const StridedOperand* stored = nullptr);
 
 // Total bytes of a kernel's arguments, compared with Target::max_param_bytes.
 int64_t ArgBytes(const KernelSpec& spec);

@@ -44,7 +44,7 @@ bool ValidBlocking(const MatmulBlocking& b) {
 
 KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                       const StridedOperand& b, const Target& target, const Node* epilogue,
-                      const InputMap* inputs) {
+                      const InputMap* inputs, const StridedOperand* stored) {
   const size_t r = root.shape.size();
   const int64_t m = root.shape[r - 2];
   const int64_t n = root.shape[r - 1];
@@ -110,6 +110,11 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                i64(b.col_stride),
                buffer(out, true),
                offset(out, 0),
+               i64(stored != nullptr ? stored->batch_stride : m * n),
+               i64(stored != nullptr && stored->batch_inner > 0 ? stored->batch_inner
+                                                                : std::max<int64_t>(batches, 1)),
+               i64(stored != nullptr ? stored->group_stride : 0),
+               i64(stored != nullptr ? stored->row_stride : n),
                i64(m),
                i64(n),
                i64(k)};

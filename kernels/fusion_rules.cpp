@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "kernels/index_reads.h"
+#include "kernels/views.h"
 
 namespace lazycl::kernels {
 namespace {
@@ -216,6 +217,12 @@ Epilogues FindEpilogues(const Partition& p) {
     if (it == readers.end() || it->second.size() != 1) continue;
     const int r = it->second[0];
     const Node& root = p.node(r);
+    if (root.op == Op::kPermute && root.operands[0].get() == &m &&
+        PermutedStore(root).has_value()) {
+      epilogues.permuted[r] = mi;
+      epilogues.fused[mi] = true;
+      continue;
+    }
     if (epilogues.matmul_of.contains(r) ||
         !(ir::IsElementwise(root.op) || IsIdentityReshape(root)) || root.shape != m.shape ||
         root.dtype != m.dtype) {

@@ -5,6 +5,7 @@
 #include "kernels/lower.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -58,6 +59,16 @@ class Emission {
       return {EmitMatmul(m, out, Operand(*m.operands[0]), Operand(*m.operands[1]), target_, &root,
                          &inputs)};
     }
+    if (auto st = epilogues_.permuted.find(r); st != epilogues_.permuted.end()) {
+      const Node& m = p_.node(st->second);
+      const std::optional<StridedOperand> stored = PermutedStore(root);
+      LAZYCL_CHECK(stored.has_value(), "lowering: %s is not a permuted store",
+                   ir::NodeString(root).c_str());
+      KernelSpec spec = EmitMatmul(m, out, Operand(*m.operands[0]), Operand(*m.operands[1]),
+                                   target_, nullptr, nullptr, &*stored);
+      absl::StrAppend(&spec.summary, " stored as ", ir::NodeString(root));
+      return {std::move(spec)};
+    }
     if (root.op == Op::kMatmul) {
       return {
           EmitMatmul(root, out, Operand(*root.operands[0]), Operand(*root.operands[1]), target_)};
@@ -82,10 +93,12 @@ class Emission {
     if (specs.empty()) return;
     std::vector<int> region = p_.Region(r);
     InputMap inputs = Inputs(r);
-    if (auto epi = epilogues_.matmul_of.find(r); epi != epilogues_.matmul_of.end()) {
-      const std::vector<int> m = p_.Region(epi->second);
-      region.insert(region.end(), m.begin(), m.end());
-      inputs.merge(Inputs(epi->second));
+    for (const auto* fused : {&epilogues_.matmul_of, &epilogues_.permuted}) {
+      if (auto epi = fused->find(r); epi != fused->end()) {
+        const std::vector<int> m = p_.Region(epi->second);
+        region.insert(region.end(), m.begin(), m.end());
+        inputs.merge(Inputs(epi->second));
+      }
     }
     std::sort(region.begin(), region.end());
     std::vector<std::pair<ir::Op, int>> counts;

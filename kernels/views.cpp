@@ -120,6 +120,30 @@ std::optional<Strided> StridedOf(const Node& n,
   }
 }
 
+// Batch levels, innermost first: unit factors dropped, a factor merged into the level inside
+// it where it continues that level's sequence; false past two levels. An empty batch is read by
+// no work-item (any strides do).
+bool FoldBatch(const Factors& factors, StridedOperand* out) {
+  Factors levels;
+  for (auto it = factors.rbegin(); it != factors.rend(); ++it) {
+    const auto [size, stride] = *it;
+    if (size == 0) return true;
+    if (size == 1) continue;
+    if (!levels.empty() && stride == levels.back().first * levels.back().second) {
+      levels.back().first *= size;
+    } else {
+      levels.emplace_back(size, stride);
+    }
+  }
+  if (levels.size() > 2) return false;
+  if (!levels.empty()) out->batch_stride = levels[0].second;
+  if (levels.size() == 2) {
+    out->batch_inner = levels[0].first;
+    out->group_stride = levels[1].second;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<MatmulView> MatmulAccess(const Node& n,
@@ -137,26 +161,25 @@ std::optional<MatmulView> MatmulAccess(const Node& n,
   if (!s->batch) {
     for (size_t d = 0; d + 2 < r; ++d) factors.emplace_back(n.shape[d], s->strides[d]);
   }
-  // Batch levels, innermost first: unit factors dropped, a factor merged into the level inside
-  // it where it continues that level's sequence. An empty batch is read by no work-item.
-  Factors levels;
-  for (auto it = factors.rbegin(); it != factors.rend(); ++it) {
-    const auto [size, stride] = *it;
-    if (size == 0) return view;
-    if (size == 1) continue;
-    if (!levels.empty() && stride == levels.back().first * levels.back().second) {
-      levels.back().first *= size;
-    } else {
-      levels.emplace_back(size, stride);
-    }
-  }
-  if (levels.size() > 2) return std::nullopt;
-  if (!levels.empty()) out.batch_stride = levels[0].second;
-  if (levels.size() == 2) {
-    out.batch_inner = levels[0].first;
-    out.group_stride = levels[1].second;
-  }
+  if (!FoldBatch(factors, &out)) return std::nullopt;
   return view;
+}
+
+std::optional<StridedOperand> PermutedStore(const Node& permute) {
+  const size_t r = permute.shape.size();
+  if (permute.op != Op::kPermute || r < 2 || permute.args[r - 1] != static_cast<int64_t>(r - 1))
+    return std::nullopt;
+  const std::vector<int64_t> contiguous = ContiguousStrides(permute.shape);
+  std::vector<int64_t> strides(r);  // per dim of the permute's operand
+  for (size_t i = 0; i < r; ++i) strides[permute.args[i]] = contiguous[i];
+  const Shape& shape = permute.operands[0]->shape;
+  StridedOperand out;
+  out.row_stride = strides[r - 2];
+  out.col_stride = 1;
+  Factors factors;
+  for (size_t d = 0; d + 2 < r; ++d) factors.emplace_back(shape[d], strides[d]);
+  if (!FoldBatch(factors, &out)) return std::nullopt;
+  return out;
 }
 
 }  // namespace lazycl::kernels

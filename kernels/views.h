@@ -26,4 +26,10 @@ struct MatmulView {
 std::optional<MatmulView> MatmulAccess(const ir::Node& n,
                                        const std::function<bool(const ir::Node&)>& materialized);
 
+// Where a matmul's product lands when it is stored straight into `permute`'s buffer (the
+// permute of the product, contiguous): row and batch strides of the product's elements there
+// (col stride 1), or nullopt when the permute moves the last dim or the batch dims do not fold
+// into two levels. Attention's [b, h, t, d] -> [b, t, h, d] before the output projection.
+std::optional<StridedOperand> PermutedStore(const ir::Node& permute);
+
 }  // namespace lazycl::kernels

@@ -598,6 +598,32 @@ TEST(FusionTest, RepeatedKeysAreReadInPlace) {
   }
 }
 
+// Attention's output, p @ v transposed to [b, t, h, d] for the output projection: the product
+// is stored by its matmul straight into the transposed layout, one kernel with no copy.
+TEST(FusionTest, AProductReadOnlyThroughAPermuteIsStoredInItsLayout) {
+  const int64_t b = 2, h = 3, t = 9, k = 9, d = 16;
+  const std::vector<float> pv = Values(b * h * t * k, 0.01f, -0.3f);
+  const std::vector<float> vv = Values(b * h * k * d, -0.02f, 0.6f);
+  Tensor p = tensor(pv, {b, h, t, k}, kCl), v = tensor(vv, {b, h, k, d}, kCl);
+  Tensor heads = permute(matmul(p, v), {0, 2, 1, 3});
+  EXPECT_EQ(KernelsFor(heads), 1);
+  const std::vector<float> got = heads.to_vector<float>();
+  for (int64_t bi = 0; bi < b; ++bi) {
+    for (int64_t hi = 0; hi < h; ++hi) {
+      for (int64_t ti = 0; ti < t; ++ti) {
+        for (int64_t di = 0; di < d; ++di) {
+          double want = 0;
+          for (int64_t j = 0; j < k; ++j)
+            want += static_cast<double>(pv[((bi * h + hi) * t + ti) * k + j]) *
+                    vv[((bi * h + hi) * k + j) * d + di];
+          EXPECT_NEAR(got[((bi * t + ti) * h + hi) * d + di], want, 1e-4)
+              << bi << "," << hi << "," << ti << "," << di;
+        }
+      }
+    }
+  }
+}
+
 // A matmul whose only reader is the output's identity reshape (`detach()`) is written by the
 // matmul itself into the output: it is not an epilogue of that output's kernel, which does not
 // run (lazycl-fuzz found "result holds no data" through a gradient: seed 2026, graph 9220).

@@ -767,6 +767,44 @@ TEST(OpsMoreTest, RepeatedHeadsReadInPlaceMatchHost) {
   }
 }
 
+// A product whose only reader is a permute that keeps the last dim is stored by the matmul
+// kernel straight into the permute's layout (attention's [b, h, t, d] -> [b, t, h, d] before
+// the output projection; batch strides of two levels, views.h PermutedStore). Against the host:
+// the attention layout with batches of 1 and 3, a permute of the batch dims alone, one that
+// moves the last dim (a copy), a product with a second reader (stored contiguously), and a
+// product over K past one panel.
+TEST(OpsMoreTest, ProductsStoredThroughAPermuteMatchHost) {
+  struct Case {
+    int64_t b, h, t, k, d;
+  };
+  const Case cases[] = {{1, 4, 16, 16, 8}, {3, 2, 5, 7, 4}, {2, 3, 33, 600, 17}, {1, 1, 1, 1, 1}};
+  uint64_t seed = 1400;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.b, " ", c.h, " ", c.t, " ", c.k, " ", c.d));
+    auto pair = [&](const Shape& s) {
+      const Tensor x = randn(s, ++seed, DType::f32, Host());
+      return std::make_pair(x, x.to(Cl()));
+    };
+    const auto [ph, pd] = pair({c.b, c.h, c.t, c.k});
+    const auto [vh, vd] = pair({c.b, c.h, c.k, c.d});
+    const auto [wh, wd] = pair({c.h * c.d, 5});
+    auto run = [&](const Tensor& p, const Tensor& v, const Tensor& w) {
+      const Tensor heads = permute(matmul(p, v), {0, 2, 1, 3});
+      const Tensor projected = matmul(reshape(heads, {c.b * c.t, c.h * c.d}), w);
+      const Tensor swapped = permute(matmul(p * 2.0, v), {1, 0, 2, 3});
+      const Tensor last_moved = permute(matmul(p, v * 0.5), {0, 1, 3, 2});
+      const Tensor shared = matmul(p, v + 1.0);
+      return std::vector<Tensor>{heads * 1.0, projected, swapped + 0.0, last_moved * 1.0,
+                                 permute(shared, {0, 2, 1, 3}) + sum(shared, {}, false)};
+    };
+    const std::vector<Tensor> want = run(ph, vh, wh), got = run(pd, vd, wd);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(got[i].device().is_opencl()) << i;
+      EXPECT_TRUE(Near(want[i], got[i], 1e-4, 1e-3)) << i;
+    }
+  }
+}
+
 // Elementwise kernels that read memory at another index than the element's (a transposed view,
 // a broadcast row, slices and cat) over rows of whole vectors: on the CPU strategy one row of
 // the last dim per work-group (emit_elementwise.cpp, FinishRows). Against the host, with rows

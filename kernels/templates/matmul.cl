@@ -7,12 +7,14 @@
 #endif
 // T is the element type; A and B are strided views (offset and strides in elements, the batch
 // dims folded into one stride or two levels: batch b at (b / a_bi) * a_sg + (b % a_bi) * a_sb);
-// C is contiguous [batches, M, N] from element c_off.
+// C's element (b, row, col) is at c_off + (b / c_bi) * c_sg + (b % c_bi) * c_sb + row * c_sm +
+// col (contiguous [batches, M, N]: c_sb = M * N, c_sm = N; or the layout of a permute of C).
 __kernel __attribute__((reqd_work_group_size(TS, TS, 1)))
 void matmul(__global const T* restrict A, long a_off, long a_sb, long a_bi, long a_sg, long a_sm,
             long a_sk, __global const T* restrict B, long b_off, long b_sb, long b_bi, long b_sg,
             long b_sk, long b_sn,
-            __global T* restrict C, long c_off, long M, long N, long K LC_EPI_PARAMS) {
+            __global T* restrict C, long c_off, long c_sb, long c_bi, long c_sg, long c_sm,
+            long M, long N, long K LC_EPI_PARAMS) {
   const int lx = get_local_id(0);
   const int ly = get_local_id(1);
   const long col = get_global_id(0);
@@ -33,5 +35,6 @@ void matmul(__global const T* restrict A, long a_off, long a_sb, long a_bi, long
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   if (row < M && col < N)
-    C[c_off + (batch * M + row) * N + col] = lc_epilogue(acc, batch, row, col LC_EPI_ARGS);
+    C[c_off + (batch / c_bi) * c_sg + (batch % c_bi) * c_sb + row * c_sm + col] =
+        lc_epilogue(acc, batch, row, col LC_EPI_ARGS);
 }

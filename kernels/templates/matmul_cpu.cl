@@ -18,8 +18,8 @@
 // batched attention products (K = 32): measured, not kept.
 // Same arguments as matmul.cl plus `mb` (rows per work-item, a multiple of MR): A and B are strided
 // views (offset and strides in elements, the batch dims folded into one stride or two levels,
-// as matmul.cl says); C is contiguous
-// [batches, M, N] from element c_off. Work-items: (ceil(M / mb), ceil(N / NR), batches), local
+// as matmul.cl says); C's element (b, row, col) at c_off + batch offset + row * c_sm + col, as
+// matmul.cl says (contiguous, or a permute's layout). Work-items: (ceil(M / mb), ceil(N / NR), batches), local
 // size {1, 1, 1}. Rows past C's edge are clamped for reading and not stored; columns past it read
 // zeros from the copy and are not stored; B with non-unit column stride is gathered when copied.
 // With an epilogue, earlier passes store plain partial sums, the last one the epilogue's value.
@@ -61,7 +61,8 @@
 __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb, long a_bi,
                          long a_sg, long a_sm, long a_sk, __global const float* restrict B,
                          long b_off, long b_sb, long b_bi, long b_sg, long b_sk, long b_sn,
-                         __global float* restrict C, long c_off, long M, long N, long K,
+                         __global float* restrict C, long c_off, long c_sb, long c_bi,
+                         long c_sg, long c_sm, long M, long N, long K,
                          long mb LC_EPI_PARAMS) {
   __local float panel[KB * NR];
   const long m_begin = (long)get_global_id(0) * mb;
@@ -72,7 +73,7 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
   const bool direct = b_sn == 1 && full && mb < 4 * MR;
   A += a_off + (batch / a_bi) * a_sg + (batch % a_bi) * a_sb;
   B += b_off + (batch / b_bi) * b_sg + (batch % b_bi) * b_sb;
-  __global float* c = C + c_off + batch * M * N;
+  __global float* c = C + c_off + (batch / c_bi) * c_sg + (batch % c_bi) * c_sb;
   for (long k0 = 0; k0 == 0 || k0 < K; k0 += KB) {  // K = 0 stores zeros
     const long kn = min((long)KB, K - k0);
     const bool last = k0 + KB >= K;
@@ -103,7 +104,7 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
 #define LC_DECL(i)                                                         \
   LC_VECS(LC_ZERO, i)                                                      \
   __global const float* a##i = A + min(m0 + i, M - 1) * a_sm + k0 * a_sk; \
-  __global float* cr##i = c + (m0 + i) * N;                                \
+  __global float* cr##i = c + (m0 + i) * c_sm;                             \
   if (k0 > 0 && m0 + i < M) {                                              \
     if (full) {                                                            \
       LC_VECS(LC_LOAD_C, i)                                                \
@@ -121,7 +122,7 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
 #define LC_AHEAD(i)                                                                \
   if (m0 + MR + i < M) {                                                           \
     for (int j = 0; j < NR; j += 16) {                                             \
-      if (k0 > 0) LC_PREFETCH(c + (m0 + MR + i) * N + n0 + j);                     \
+      if (k0 > 0) LC_PREFETCH(c + (m0 + MR + i) * c_sm + n0 + j);                  \
       LC_PREFETCH_EPILOGUE(batch, m0 + MR + i, n0 + j);                            \
     }                                                                              \
   }
