@@ -38,11 +38,14 @@ std::vector<int64_t> ColumnCuts(const Node& root, const InputMap& inputs) {
       }
       continue;
     }
-    // Elementwise ops, and Expands and Reshapes that keep the last dim (grouped-query
-    // attention's repeated keys), read their operands at the same column (Emitter::Pad checks
-    // that the column it is read at is `col` itself).
-    const bool keeps_col = (n->op == ir::Op::kExpand || n->op == ir::Op::kReshape) &&
-                           n->operands[0]->shape.back() == cols;
+    // Elementwise ops, and Expands, Reshapes and Permutes that keep the last dim (grouped-query
+    // attention's repeated keys; the rotary embedding's gradient stored as [b, t, h, d]) read
+    // their operands at the same column (Emitter::Pad checks that the column it is read at is
+    // `col` itself).
+    const bool keeps_col =
+        ((n->op == ir::Op::kExpand || n->op == ir::Op::kReshape) &&
+         n->operands[0]->shape.back() == cols) ||
+        (n->op == ir::Op::kPermute && n->args.back() == static_cast<int64_t>(n->shape.size()) - 1);
     if (!ir::IsElementwise(n->op) && !keeps_col) continue;
     for (const ir::NodePtr& o : n->operands) stack.push_back(o.get());
   }

@@ -236,7 +236,26 @@ TEST(VectorCodegen, CatOfSlicesRunsAPieceAtATimeWithoutClamps) {
   ASSERT_EQ(spec.launches.size(), 2u);
   EXPECT_EQ(spec.launches[0].global, (std::vector<size_t>{16, 4}));
   EXPECT_EQ(spec.launches[1].global, (std::vector<size_t>{48, 4}));
-  EXPECT_EQ(spec.launches[1].local, (std::vector<size_t>{16, 1}));
+  // Work-groups of several rows (up to 256 work-items; PoCL pays per group): all 4 here.
+  EXPECT_EQ(spec.launches[1].local, (std::vector<size_t>{16, 4}));
+  // A cat under a permute that keeps the last dim (the rotary embedding's gradient, stored as
+  // [b, t, h, d]) is found through it: pieces again, 8 rows of 32 per group over 3 x 4096 rows,
+  // and one row per group over an odd count (3 x 7).
+  for (const int64_t rows : {int64_t{4096}, int64_t{7}}) {
+    NodePtr z = ir::MakeBuffer(nullptr, DType::f32, {rows, 3, 64});
+    InputMap z_inputs = {{z.get(), Param(0)}};
+    NodePtr zh = Ok(ir::MakePad(Ok(ir::MakeSlice(z, {0, 0, 32}, {rows, 3, 32})), {0, 0, 0},
+                                {rows, 3, 64}, -0.0));
+    NodePtr zl = Ok(ir::MakePad(Ok(ir::MakeSlice(z, {0, 0, 0}, {rows, 3, 32})), {0, 0, 32},
+                                {rows, 3, 64}, -0.0));
+    NodePtr moved = Ok(ir::MakePermute(Ok(ir::MakeBinary(Op::kAdd, zh, zl)), {1, 0, 2}));
+    spec = EmitElementwise(*moved, BufferRef{BufferRef::Kind::kOutput, 0}, z_inputs, target);
+    EXPECT_TRUE(Has(spec.summary, "2 column ranges in one launch")) << spec.summary;
+    ASSERT_EQ(spec.launches.size(), 1u);
+    EXPECT_EQ(spec.launches[0].local,
+              (std::vector<size_t>{32, rows == 4096 ? size_t{8} : size_t{1}}))
+        << rows;
+  }
   // Pieces that are not whole vectors keep one launch, with clamps.
   NodePtr y = ir::MakeBuffer(nullptr, DType::f32, {4, 48});
   InputMap y_inputs = {{y.get(), Param(0)}};
