@@ -341,11 +341,12 @@ Tensor Tensor::detach() const {
   // record never sees the detached tensor and the original as one input. A placeholder's is a
   // view too: trace() and scan() substitute their arguments for the placeholder's node, which
   // a second buffer node of the same storage would escape (argmax in call() read the
-  // placeholder: lazycl-fuzz seed 11, graph 120).
+  // placeholder: lazycl-fuzz seed 11, graph 120). The view stops the gradient in the IR too,
+  // where a traced or scanned body is differentiated as a whole (ir::Backprop).
   const ir::NodePtr n = frontend::NodeOf(impl);
   return frontend::MakeTensor(n->op == ir::Op::kBuffer && !is_placeholder()
                                   ? ir::MakeBuffer(n->storage, n->dtype, n->shape)
-                                  : base::ValueOrThrow(ir::MakeReshape(n, n->shape)),
+                                  : ir::MakeStopGradient(n),
                               impl.device);
 }
 bool Tensor::is_leaf() const {

@@ -523,9 +523,21 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   // max has no identity over an empty dim; the result is empty then (as in PyTorch) and needs no
   // shift. The shift is a constant to autograd (JAX's stop_gradient): softmax does not depend on
   // it, so the gradient that would flow through max is zero and costs a pass over x for nothing.
-  Tensor z = x.size(dim) == 0 ? x : x - max(x, {dim}, true).detach();
-  Tensor e = exp(z);
-  return e / sum(e, {dim}, true);
+  if (x.size(dim) == 0 || !is_floating(x.dtype())) {
+    Tensor z = x.size(dim) == 0 ? x : x - max(x, {dim}, true).detach();
+    Tensor e = exp(z);
+    return e / sum(e, {dim}, true);
+  }
+  // The same ops as one recorded expression, so that its gradient is taken over all of it:
+  // ir::Backprop's softmax rule, y (g - sum(g y)), one pass that reads y.
+  const Device device = frontend::OpDevice({&x}, "softmax");
+  const NodePtr x0 = NodeOn(x, device, "softmax", 0);
+  const NodePtr shift = ir::MakeStopGradient(ValueOrThrow(ir::MakeReduce(Op::kMax, x0, {dim})));
+  const NodePtr z = ValueOrThrow(
+      ir::MakeBinary(Op::kAdd, x0, ValueOrThrow(NegNode(BroadcastNode(shift, x0->shape)))));
+  const NodePtr e = ValueOrThrow(ir::MakeUnary(Op::kExp, z));
+  const NodePtr s = ValueOrThrow(ir::MakeReduce(Op::kSum, e, {dim}));
+  return Wrap(ir::MakeBinary(Op::kDiv, e, BroadcastNode(s, e->shape)), device, {{&x, x0}});
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -339,7 +340,23 @@ NodePtr Vjp(const Node& n, size_t k, const NodePtr& g, Value v) {
   return rule == nullptr ? nullptr : rule(n, k, g, v);
 }
 
-bool Differentiable(const ir::Node& n) { return is_floating(n.dtype); }
+bool Differentiable(const ir::Node& n) { return is_floating(n.dtype) && !ir::IsStopGradient(n); }
+
+// softmax's normalisation, n = e / sum(e) with e = exp(z): z and the reduced dims.
+struct SoftmaxParts {
+  const ir::Node* e;
+  const ir::Node* s;
+  const ir::Node* z;
+};
+std::optional<SoftmaxParts> SoftmaxOf(const ir::Node& n) {
+  if (n.op != Op::kDiv) return std::nullopt;
+  const ir::Node& e = *n.operands[0];
+  const ir::Node& b = *n.operands[1];
+  if (e.op != Op::kExp || b.op != Op::kExpand || b.shape != e.shape) return std::nullopt;
+  const ir::Node& s = *b.operands[0];
+  if (s.op != Op::kSum || s.operands[0].get() != &e) return std::nullopt;
+  return SoftmaxParts{&e, &s, e.operands[0].get()};
+}
 
 }  // namespace
 
@@ -402,6 +419,16 @@ std::vector<NodePtr> Backprop(const std::vector<NodePtr>& roots, const std::vect
     auto value = [&](const NodePtr& operand) {
       return substituted[slot.at(operand ? operand.get() : &n)];
     };
+    // softmax as a whole (JAX's rule): z gets y (g - sum(g y)), read from y, where the VJPs of
+    // the division, the sum and exp would recompute exp(z) and take three passes over it. e
+    // and its sum get nothing from n (their other readers, if any, still send theirs).
+    if (auto sm = SoftmaxOf(n); sm && !stop.contains(sm->e) && !stop.contains(sm->s) &&
+                                reaches.contains(sm->z) && reaches.at(sm->z)) {
+      const NodePtr y = value(nullptr);
+      const NodePtr gy_sum = Must(ir::MakeReduce(Op::kSum, Mul(g, y), sm->s->args));
+      accumulate(sm->z, Mul(y, Add(g, Neg(Must(ir::MakeExpand(gy_sum, n.shape))))));
+      continue;
+    }
     for (size_t k = 0; k < n.operands.size(); ++k) {
       const ir::Node* operand = n.operands[k].get();
       if (!reaches.at(operand)) continue;

@@ -341,6 +341,24 @@ absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape) {
   return Finish(std::move(n));
 }
 
+namespace {
+constexpr int64_t kStopGradientTag = 1;
+}  // namespace
+
+NodePtr MakeStopGradient(NodePtr x) {
+  Node n;
+  n.op = Op::kReshape;
+  n.dtype = x->dtype;
+  n.shape = x->shape;
+  n.args = {kStopGradientTag};
+  n.operands = {std::move(x)};
+  return Finish(std::move(n));
+}
+
+bool IsStopGradient(const Node& n) {
+  return n.op == Op::kReshape && n.args.size() == 1 && n.args[0] == kStopGradientTag;
+}
+
 absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm) {
   const int64_t rank = static_cast<int64_t>(x->shape.size());
   std::vector<bool> seen(rank, false);

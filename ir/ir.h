@@ -69,6 +69,11 @@ absl::StatusOr<NodePtr> MakeCast(NodePtr x, DType dtype);
 absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b);
 absl::StatusOr<NodePtr> MakeWhere(NodePtr cond, NodePtr a, NodePtr b);
 absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape);
+// x itself as a node of its own that reverse mode does not go through (Tensor::detach() of a
+// pending value, JAX's stop_gradient): an identity Reshape tagged by its args, so that every
+// other pass sees the Reshape it is.
+NodePtr MakeStopGradient(NodePtr x);
+bool IsStopGradient(const Node& n);
 absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm);
 // Same rank; every dim either equal or 1 in x.
 absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape);

@@ -177,6 +177,46 @@ TEST(AutogradScanTest, ReverseScanRunsLastToFirst) {
 namespace lazycl {
 namespace {
 
+// detach() inside a scanned or traced body stops the gradient there, as it does outside one: the
+// body's VJP is taken over its IR, where detach() is a node of its own (a stop-gradient
+// reshape), not a no-op view that the gradient passes through.
+TEST(AutogradScanTest, DetachInsideABodyStopsTheGradient) {
+  const int64_t steps = 4, d = 5;
+  Tensor h0 = (randn({d}, 41, DType::f32, Cl()) * 0.5).detach().requires_grad_();
+  Tensor xs = randn({steps, d}, 42, DType::f32, Cl()).requires_grad_();
+  auto step = [](const Tensor& h, const Tensor& x) {
+    // d(next)/dh = x + detached terms only: h * h.detach() differentiates to h.detach().
+    return tanh(h * h.detach() + x * h.detach() + x);
+  };
+  ScanResult r = scan(
+      [&](const std::vector<Tensor>& c, const std::vector<Tensor>& x) {
+        Tensor next = step(c[0], x[0]);
+        return std::make_pair(std::vector<Tensor>{next}, std::vector<Tensor>{next * 2.0});
+      },
+      {h0}, {xs});
+  std::vector<Tensor> g = grad(sum(r.carry[0]) + sum(r.ys[0]), {h0, xs});
+  Tensor h = h0;
+  Tensor loss;
+  for (int64_t t = 0; t < steps; ++t) {
+    Tensor next = step(h, squeeze(slice(xs, 0, t, t + 1), 0));
+    loss = loss.defined() ? loss + sum(next * 2.0) : sum(next * 2.0);
+    h = next;
+  }
+  std::vector<Tensor> want = grad(loss + sum(h), {h0, xs});
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE("gradient " + std::to_string(i));
+    ExpectNear(g[i], want[i], 1e-5);
+  }
+  // The same body traced: call() of a traced function.
+  Function traced =
+      trace([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{step(in[0], in[1])}; },
+            {{{d}, DType::f32}, {{d}, DType::f32}}, Cl());
+  Tensor x0 = squeeze(slice(xs, 0, 0, 1), 0);
+  std::vector<Tensor> got = grad(sum(traced({h0, x0})[0]), {h0, x0});
+  std::vector<Tensor> plain = grad(sum(step(h0, x0)), {h0, x0});
+  for (size_t i = 0; i < plain.size(); ++i) ExpectNear(got[i], plain[i], 1e-5);
+}
+
 // Closure conversion: a weight every step reads but the body captures (instead of taking it as
 // an xs slice) gets the sum over the steps of its gradient, as the unrolled loop gives it.
 TEST(AutogradScanTest, CapturedTensorsGetTheGradientOfTheUnrolledLoop) {

@@ -624,6 +624,37 @@ TEST(FusionTest, AProductReadOnlyThroughAPermuteIsStoredInItsLayout) {
   }
 }
 
+// softmax's gradient, y (g - sum(g y)) (ir::Backprop's rule, JAX's formula; backprop_rules_test
+// checks the IR it builds), at top level (softmax is one recorded expression) and inside a
+// traced body: against the host's formula, and over rows of 64 one row kernel.
+TEST(FusionTest, SoftmaxGradientIsOneRowKernelOverY) {
+  const int64_t rows = 32, cols = 64;
+  const std::vector<float> xv = Values(rows * cols, 0.03f, -1.5f);
+  const std::vector<float> gv = Values(rows * cols, -0.05f, 2.0f);
+  Tensor x = tensor(xv, {rows, cols}, kCl).requires_grad_();
+  Tensor g = tensor(gv, {rows, cols}, kCl);
+  sync({g});
+  Tensor dx = grad(softmax(x, 1), {x}, g)[0];
+  EXPECT_EQ(KernelsFor(dx), 1);
+  Function traced =
+      trace([](const std::vector<Tensor>& in) { return std::vector<Tensor>{softmax(in[0], -1)}; },
+            {{{rows, cols}, DType::f32}}, kCl);
+  Tensor dx_traced = grad(traced({x})[0], {x}, g)[0];
+  EXPECT_EQ(KernelsFor(dx_traced), 1);
+  const std::vector<float> got = dx.to_vector<float>(), got_traced = dx_traced.to_vector<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = -1e30, z = 0, gy = 0;
+    for (int64_t c = 0; c < cols; ++c) mx = std::max<double>(mx, xv[r * cols + c]);
+    for (int64_t c = 0; c < cols; ++c) z += std::exp(xv[r * cols + c] - mx);
+    for (int64_t c = 0; c < cols; ++c) gy += gv[r * cols + c] * std::exp(xv[r * cols + c] - mx) / z;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double want = std::exp(xv[r * cols + c] - mx) / z * (gv[r * cols + c] - gy);
+      EXPECT_NEAR(got[r * cols + c], want, 1e-6) << r << "," << c;
+      EXPECT_NEAR(got_traced[r * cols + c], want, 1e-6) << r << "," << c;
+    }
+  }
+}
+
 // A matmul whose only reader is the output's identity reshape (`detach()`) is written by the
 // matmul itself into the output: it is not an epilogue of that output's kernel, which does not
 // run (lazycl-fuzz found "result holds no data" through a gradient: seed 2026, graph 9220).
