@@ -72,6 +72,14 @@ KernelSpec EmitMatmul(const ir::Node& root, BufferRef out, const StridedOperand&
                       const ir::Node* epilogue = nullptr, const InputMap* inputs = nullptr,
                       const StridedOperand* stored = nullptr);
 
+// Products that share their A operand (same view, M, K and batch dims), each with its own B
+// and output, in one CPU f32 kernel (matmul_cpu.cl's groups): `roots[0]`'s kernel with the
+// panels of the others after its own. At most kMaxMatmulGroup products, no epilogues.
+constexpr size_t kMaxMatmulGroup = 4;
+KernelSpec EmitMatmulGroup(const std::vector<const ir::Node*>& roots,
+                           const std::vector<BufferRef>& outs, const StridedOperand& a,
+                           const std::vector<StridedOperand>& bs, const Target& target);
+
 // Total bytes of a kernel's arguments, compared with Target::max_param_bytes.
 int64_t ArgBytes(const KernelSpec& spec);
 

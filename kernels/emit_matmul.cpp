@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/check.h"
 #include "kernels/cl_text.h"
 #include "kernels/codegen.h"
@@ -211,6 +212,63 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
   spec.summary = absl::StrCat("matmul ", ir::NodeString(root), " (K=", k, ")");
   spec.flops = 2 * m * n * k * batches;
   if (epilogue != nullptr) absl::StrAppend(&spec.summary, " -> ", ir::NodeString(*epilogue));
+  return spec;
+}
+
+KernelSpec EmitMatmulGroup(const std::vector<const Node*>& roots,
+                           const std::vector<BufferRef>& outs, const StridedOperand& a,
+                           const std::vector<StridedOperand>& bs, const Target& target) {
+  LAZYCL_CHECK(!roots.empty() && roots.size() <= kMaxMatmulGroup && outs.size() == roots.size() &&
+                   bs.size() == roots.size() && target.cpu && roots[0]->dtype == DType::f32,
+               "codegen: invalid matmul group of %zu", roots.size());
+  KernelSpec spec = EmitMatmul(*roots[0], outs[0], a, bs[0], target);
+  if (roots.size() == 1) return spec;
+  const Node& first = *roots[0];
+  const size_t r = first.shape.size();
+  const int64_t m = first.shape[r - 2], k = first.operands[0]->shape[r - 1];
+  int64_t batches = 1;
+  for (size_t d = 0; d + 2 < r; ++d) batches *= first.shape[d];
+  const int64_t nr = target.matmul.nr;
+  auto panels = [&](const Node& n) { return (n.shape[r - 1] + nr - 1) / nr; };
+  // The arguments of products 1.. after `mb`, in the order the parameters below declare them.
+  std::string params, select;
+  int64_t total_panels = panels(first);
+  for (size_t g = 1; g < roots.size(); ++g) {
+    const Node& n = *roots[g];
+    LAZYCL_CHECK(n.dtype == first.dtype && n.operands[0]->shape == first.operands[0]->shape &&
+                     std::equal(n.shape.begin(), n.shape.end() - 1, first.shape.begin()),
+                 "codegen: %s does not share %s's A", ir::NodeString(n).c_str(),
+                 ir::NodeString(first).c_str());
+    // The product's own arguments, made as EmitMatmul makes them.
+    const KernelSpec own = EmitMatmul(n, outs[g], a, bs[g], target);
+    // EmitMatmul's order: A (7), B (7), C (6), M, N, K, mb.
+    for (size_t i = 7; i < 20; ++i) spec.args.push_back(own.args[i]);
+    spec.args.push_back(own.args[21]);  // N
+    const std::string s = absl::StrCat("_g", g);
+    absl::StrAppend(&params, ", __global const float* restrict B", s, ", long b_off", s,
+                    ", long b_sb", s, ", long b_bi", s, ", long b_sg", s, ", long b_sk", s,
+                    ", long b_sn", s, ", __global float* restrict C", s, ", long c_off", s,
+                    ", long c_sb", s, ", long c_bi", s, ", long c_sg", s, ", long c_sm", s,
+                    ", long N", s);
+    absl::StrAppend(&select, " if (panel_index >= (N + NR - 1) / NR) {",
+                    " panel_index -= (N + NR - 1) / NR;", " B = B", s, "; b_off = b_off", s,
+                    "; b_sb = b_sb", s, "; b_bi = b_bi", s, "; b_sg = b_sg", s, "; b_sk = b_sk", s,
+                    "; b_sn = b_sn", s, "; C = C", s, "; c_off = c_off", s, "; c_sb = c_sb", s,
+                    "; c_bi = c_bi", s, "; c_sg = c_sg", s, "; c_sm = c_sm", s, "; N = N", s, ";");
+    total_panels += panels(n);
+  }
+  for (size_t g = 1; g < roots.size(); ++g) select += " }";
+  spec.source = absl::StrCat("#define LC_GROUP_PARAMS", params, "\n#define LC_GROUP_SELECT", select,
+                             "\n", spec.source);
+  spec.launches[0].global[1] = static_cast<size_t>(total_panels);
+  spec.flops = 0;
+  std::vector<std::string> names;
+  for (const Node* n : roots) {
+    spec.flops += 2 * m * n->shape[r - 1] * k * batches;
+    names.push_back(ir::NodeString(*n));
+  }
+  spec.summary = absl::StrCat("matmul group of ", roots.size(), ": ", absl::StrJoin(names, ", "),
+                              " (K=", k, ")");
   return spec;
 }
 

@@ -33,12 +33,27 @@ class Emission {
   // Emits every kernel; returns the first root whose kernel has too many arguments, or -1.
   int Run() {
     int too_big = -1;
+    std::vector<bool> grouped(p_.size(), false);  // launched in an earlier matmul's group
     for (int r = 0; r < p_.size(); ++r) {
-      if (!p_.IsRoot(r) || epilogues_.fused[r]) continue;  // a fused matmul runs in its reader
+      if (!p_.IsRoot(r) || epilogues_.fused[r] || grouped[r]) continue;
       const BufferRef out = memory_.Place(r);
       if (ir::NumElements(p_.node(r).shape) == 0) continue;  // nothing to compute
       if (memory_.WrittenByReshapedRoot(r)) continue;
-      std::vector<KernelSpec> specs = EmitRoot(r, out);
+      std::vector<KernelSpec> specs;
+      if (const std::vector<int> group = MatmulGroup(r); group.size() > 1) {
+        std::vector<const Node*> roots;
+        std::vector<BufferRef> outs;
+        std::vector<StridedOperand> bs;
+        for (int g : group) {
+          roots.push_back(&p_.node(g));
+          outs.push_back(g == r ? out : memory_.Place(g));
+          bs.push_back(Operand(*p_.node(g).operands[1]));
+          grouped[g] = true;
+        }
+        specs = {EmitMatmulGroup(roots, outs, Operand(*p_.node(r).operands[0]), bs, target_)};
+      } else {
+        specs = EmitRoot(r, out);
+      }
       Describe(r, specs);
       for (KernelSpec& spec : specs) {
         if (ArgsTooBig(spec, target_) && too_big < 0) too_big = r;
@@ -49,6 +64,50 @@ class Emission {
   }
 
  private:
+  // Root `r` and the later plain matmul roots that read the same A (the same view, M, K and
+  // batch dims) and whose B is in memory before r's kernel runs: one grouped launch (q, k and
+  // v of one normed x; SwiGLU's two products). Just {r} when there are none, and off the CPU
+  // f32 strategy.
+  std::vector<int> MatmulGroup(int r) const {
+    const Node& first = p_.node(r);
+    if (!PlainMatmul(r) || !target_.cpu || first.dtype != DType::f32) return {r};
+    const auto a =
+        MatmulAccess(*first.operands[0], [this](const Node& x) { return p_.IsInput(x); });
+    if (!a) return {r};
+    std::vector<int> group = {r};
+    for (int g = r + 1; g < p_.size() && group.size() < kMaxMatmulGroup; ++g) {
+      if (!PlainMatmul(g)) continue;
+      const Node& n = p_.node(g);
+      if (n.dtype != first.dtype || n.operands[0]->shape != first.operands[0]->shape ||
+          !std::equal(n.shape.begin(), n.shape.end() - 1, first.shape.begin()) ||
+          ir::NumElements(n.shape) == 0 || memory_.WrittenByReshapedRoot(g)) {
+        continue;
+      }
+      const auto ga = MatmulAccess(*n.operands[0], [this](const Node& x) { return p_.IsInput(x); });
+      if (!ga || ga->base != a->base || ga->access.offset != a->access.offset ||
+          ga->access.batch_stride != a->access.batch_stride ||
+          ga->access.batch_inner != a->access.batch_inner ||
+          ga->access.group_stride != a->access.group_stride ||
+          ga->access.row_stride != a->access.row_stride ||
+          ga->access.col_stride != a->access.col_stride) {
+        continue;
+      }
+      const auto b = MatmulAccess(*n.operands[1], [this](const Node& x) { return p_.IsInput(x); });
+      if (!b) continue;
+      const int base = p_.IndexOf(*b->base);
+      if (!p_.IsParam(base) && base >= r) continue;  // B not computed yet when r runs
+      group.push_back(g);
+    }
+    return group;
+  }
+
+  // A matmul root that launches its own kernel: no epilogue reads it in, it carries none, and
+  // it is not stored through a permute.
+  bool PlainMatmul(int r) const {
+    return p_.IsRoot(r) && p_.node(r).op == Op::kMatmul && !epilogues_.fused[r] &&
+           !epilogues_.matmul_of.contains(r) && !epilogues_.permuted.contains(r);
+  }
+
   // The kernels that compute root `r` into `out`, in launch order.
   std::vector<KernelSpec> EmitRoot(int r, BufferRef out) {
     const Node& root = p_.node(r);

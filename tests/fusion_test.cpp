@@ -655,6 +655,31 @@ TEST(FusionTest, SoftmaxGradientIsOneRowKernelOverY) {
   }
 }
 
+// q, k and v of one x (products sharing their A operand) run as one grouped matmul kernel on
+// the CPU strategy, each product written to its own output.
+TEST(FusionTest, ProductsSharingAnOperandAreOneKernel) {
+  const int64_t m = 20, k = 24;
+  const int64_t widths[] = {32, 16, 16};
+  const std::vector<float> xv = Values(m * k, 0.01f, -0.5f);
+  Tensor x = tensor(xv, {m, k}, kCl);
+  std::vector<std::vector<float>> wv;
+  std::vector<Tensor> w, products;
+  for (int64_t n : widths) {
+    wv.push_back(Values(k * n, -0.02f, 0.3f + 0.1f * static_cast<float>(n)));
+    w.push_back(tensor(wv.back(), {k, n}, kCl));
+    products.push_back(matmul(x, w.back()));
+  }
+  const int64_t before = metrics::counter("KernelLaunches");
+  sync(products);
+  EXPECT_EQ(metrics::counter("KernelLaunches") - before, 1);
+  for (size_t p = 0; p < products.size(); ++p) {
+    const int64_t n = widths[p];
+    const std::vector<double> want = HostMatmul(xv, wv[p], m, k, n);
+    const std::vector<float> got = products[p].to_vector<float>();
+    for (int64_t i = 0; i < m * n; ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << p << "," << i;
+  }
+}
+
 // A matmul whose only reader is the output's identity reshape (`detach()`) is written by the
 // matmul itself into the output: it is not an epilogue of that output's kernel, which does not
 // run (lazycl-fuzz found "result holds no data" through a gradient: seed 2026, graph 9220).

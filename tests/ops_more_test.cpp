@@ -805,6 +805,48 @@ TEST(OpsMoreTest, ProductsStoredThroughAPermuteMatchHost) {
   }
 }
 
+// Products that share their A operand run as one grouped kernel on the CPU strategy (q, k and
+// v of one x; SwiGLU's two products; matmul_cpu.cl's groups): against the host, with widths
+// that are not whole panels, a transposed B, batched products, a B computed in the same graph
+// after the first product (not grouped: it is not ready when the group runs), and more than
+// four products sharing A (groups of at most four).
+TEST(OpsMoreTest, ProductsSharingAnOperandMatchHost) {
+  struct Case {
+    int64_t b, m, k;
+  };
+  const Case cases[] = {{1, 64, 128}, {3, 5, 7}, {1, 1, 1}, {2, 33, 300}};
+  uint64_t seed = 1500;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.b, " ", c.m, " ", c.k));
+    auto pair = [&](const Shape& s) {
+      const Tensor x = randn(s, ++seed, DType::f32, Host());
+      return std::make_pair(x, x.to(Cl()));
+    };
+    const int64_t widths[] = {45, 17, 100, 32, 64, 1};
+    std::vector<Tensor> wh, wd;
+    for (int64_t n : widths) {
+      auto [h, d] = pair({c.b, c.k, n});
+      wh.push_back(h);
+      wd.push_back(d);
+    }
+    const auto [xh, xd] = pair({c.b, c.m, c.k});
+    const auto [th, td] = pair({c.b, 24, c.k});  // read transposed
+    auto run = [&](const Tensor& x, const std::vector<Tensor>& w, const Tensor& t) {
+      std::vector<Tensor> out;
+      for (const Tensor& wi : w) out.push_back(matmul(x, wi));
+      out.push_back(matmul(x, transpose(t, 1, 2)));
+      out.push_back(matmul(x, relu(w[0]) * 2.0));  // B computed after the products above
+      return out;
+    };
+    const std::vector<Tensor> want = run(xh, wh, th), got = run(xd, wd, td);
+    sync(got);  // one graph: the products group
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(got[i].device().is_opencl()) << i;
+      EXPECT_TRUE(Near(want[i], got[i], 1e-4, 1e-3)) << i;
+    }
+  }
+}
+
 // Elementwise kernels that read memory at another index than the element's (a transposed view,
 // a broadcast row, slices and cat) over rows of whole vectors: on the CPU strategy one row of
 // the last dim per work-group (emit_elementwise.cpp, FinishRows). Against the host, with rows

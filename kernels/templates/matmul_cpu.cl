@@ -34,6 +34,14 @@
 #define LC_EPI_PARAMS
 #define LC_EPI_ARGS
 #endif
+// A group of products sharing A (q, k and v of one x; SwiGLU's two of one y) in one launch:
+// the generated source defines LC_GROUP_PARAMS (B, C and N of every product after the first,
+// after `mb`) and LC_GROUP_SELECT (moves `panel_index` into its product's range, switches B, C, N
+// and their strides to that product's). Work-items: the panels of every product along dim 1.
+#ifndef LC_GROUP_PARAMS
+#define LC_GROUP_PARAMS
+#define LC_GROUP_SELECT
+#endif
 #if defined(LC_EPILOGUE16)
 #define LC_PREFETCH_EPILOGUE(b, r, c) \
   if (last) lc_prefetch16(b, r, c LC_EPI_ARGS);
@@ -63,11 +71,13 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
                          long b_off, long b_sb, long b_bi, long b_sg, long b_sk, long b_sn,
                          __global float* restrict C, long c_off, long c_sb, long c_bi,
                          long c_sg, long c_sm, long M, long N, long K,
-                         long mb LC_EPI_PARAMS) {
+                         long mb LC_GROUP_PARAMS LC_EPI_PARAMS) {
   __local float panel[KB * NR];
   const long m_begin = (long)get_global_id(0) * mb;
   const long m_end = min(m_begin + mb, M);
-  const long n0 = (long)get_global_id(1) * NR;
+  long panel_index = (long)get_global_id(1);
+  LC_GROUP_SELECT
+  const long n0 = panel_index * NR;
   const long batch = get_global_id(2);
   const bool full = n0 + NR <= N;
   const bool direct = b_sn == 1 && full && mb < 4 * MR;
