@@ -60,6 +60,7 @@ struct StridedOperand {
   int64_t col_stride = 0;
   int64_t batch_inner = 0;  // 0: one level
   int64_t group_stride = 0;
+  bool operator==(const StridedOperand&) const = default;
 };
 
 // With `epilogue`: an elementwise chain over `root`'s value at the same index, of root's shape

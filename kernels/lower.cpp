@@ -84,14 +84,7 @@ class Emission {
         continue;
       }
       const auto ga = MatmulAccess(*n.operands[0], [this](const Node& x) { return p_.IsInput(x); });
-      if (!ga || ga->base != a->base || ga->access.offset != a->access.offset ||
-          ga->access.batch_stride != a->access.batch_stride ||
-          ga->access.batch_inner != a->access.batch_inner ||
-          ga->access.group_stride != a->access.group_stride ||
-          ga->access.row_stride != a->access.row_stride ||
-          ga->access.col_stride != a->access.col_stride) {
-        continue;
-      }
+      if (!ga || ga->base != a->base || !(ga->access == a->access)) continue;
       const auto b = MatmulAccess(*n.operands[1], [this](const Node& x) { return p_.IsInput(x); });
       if (!b) continue;
       const int base = p_.IndexOf(*b->base);

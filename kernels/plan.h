@@ -16,6 +16,7 @@ struct BufferRef {
   enum class Kind { kParam, kOutput, kTemp };
   Kind kind = Kind::kParam;
   int index = 0;
+  bool operator==(const BufferRef&) const = default;
 };
 
 struct KernelArgSpec {
