@@ -103,6 +103,11 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
     }
     settings.kernel_cache_max_bytes = *bytes;
   }
+  if (auto v = Get(lookup, "LAZYCL_CONSTANT_CACHE_BYTES")) {
+    absl::StatusOr<int64_t> bytes = ParseBytes("LAZYCL_CONSTANT_CACHE_BYTES", *v);
+    if (!bytes.ok()) return bytes.status();
+    settings.constant_cache_bytes = *bytes;
+  }
   for (auto [name, field] : {std::pair{"LAZYCL_PROGRAM_CACHE_SIZE", &settings.program_cache_size},
                              std::pair{"LAZYCL_GRAPH_CACHE_SIZE", &settings.graph_cache_size}}) {
     if (auto v = Get(lookup, name)) {

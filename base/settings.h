@@ -27,6 +27,7 @@ enum class CompileMode { kTiered, kSync, kGeneric };
 inline constexpr int64_t kDefaultKernelCacheMaxBytes = int64_t{1} << 30;  // 1 GiB
 inline constexpr int64_t kDefaultProgramCacheSize = 2048;
 inline constexpr int64_t kDefaultGraphCacheSize = 4096;
+inline constexpr int64_t kDefaultConstantCacheBytes = int64_t{16} << 20;  // 16 MiB
 
 // Every LAZYCL_* environment variable, parsed once into one struct (README has the table).
 // Components take the Settings they need by value, so tests can build their own.
@@ -44,6 +45,9 @@ struct Settings {
   int64_t program_cache_size = kDefaultProgramCacheSize;
   // LAZYCL_GRAPH_CACHE_SIZE: lowered graphs (plans) each device keeps.
   int64_t graph_cache_size = kDefaultGraphCacheSize;
+  // LAZYCL_CONSTANT_CACHE_BYTES (K/M/G suffix): folded constants (runtime/constant_fold.h) kept
+  // per process; 0 turns constant folding off.
+  int64_t constant_cache_bytes = kDefaultConstantCacheBytes;
   int debug = 0;         // LAZYCL_DEBUG: 0..3
   bool profile = false;  // LAZYCL_PROFILE: 0 or 1; 1 times every kernel, prints a table at exit
   std::string dump_dir;  // LAZYCL_DUMP_DIR: "" = no dumps

@@ -24,6 +24,7 @@
 #include "kernels/generic_library.h"
 #include "kernels/lower.h"
 #include "kernels/lower_generic.h"
+#include "runtime/constant_fold.h"
 #include "runtime/devices.h"
 #include "runtime/graph_dump.h"
 #include "runtime/matmul_tuner.h"
@@ -273,6 +274,38 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
   std::vector<std::shared_ptr<ir::Storage>> storages;
   for (Binding& r : results) storages.push_back(std::move(r.storage));
   return storages;
+}
+
+// RunGraph after constant folding (runtime/constant_fold.h). A graph offered donations is run
+// as it is: a donation is judged by who holds the donated leaf, and the rebuilt nodes would
+// hold it too.
+absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunFolded(
+    int device_index, const std::vector<const Node*>& outputs,
+    std::span<const Donation> donations) {
+  if (!donations.empty()) return RunGraph(device_index, outputs, donations);
+  absl::StatusOr<Folded> folded = FoldConstants(
+      device_index, outputs, [&](const Node& node) -> absl::StatusOr<std::shared_ptr<ir::Storage>> {
+        absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> r =
+            RunGraph(device_index, {&node}, {});
+        if (!r.ok()) return r.status();
+        return std::move((*r)[0]);
+      });
+  if (!folded.ok()) return folded.status();
+  if (!folded->changed) return RunGraph(device_index, outputs, donations);
+  std::vector<const Node*> remaining;
+  for (const ir::NodePtr& root : folded->roots) {
+    if (root != nullptr) remaining.push_back(root.get());
+  }
+  std::vector<std::shared_ptr<ir::Storage>> results = std::move(folded->ready);
+  if (remaining.empty()) return results;
+  absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> computed =
+      RunGraph(device_index, remaining, {});
+  if (!computed.ok()) return computed.status();
+  size_t next = 0;
+  for (auto& r : results) {
+    if (r == nullptr) r = std::move((*computed)[next++]);
+  }
+  return results;
 }
 
 }  // namespace
@@ -731,7 +764,7 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> Materialize(
     int device, const std::vector<const Node*>& outputs, bool wait,
     std::span<const Donation> donations) {
   absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> results =
-      RunGraph(device, outputs, donations);
+      RunFolded(device, outputs, donations);
   // A graph that failed half-way may have launched kernels: drain them too.
   if (wait || !results.ok()) {
     if (absl::Status s = OpenClDevice(device).Finish(); !s.ok() && results.ok()) return s;

@@ -154,11 +154,16 @@ TEST(SettingsTest, CacheBounds) {
             int64_t{256} << 20);
   EXPECT_EQ(Parse({{"LAZYCL_PROGRAM_CACHE_SIZE", "10"}})->program_cache_size, 10);
   EXPECT_EQ(Parse({{"LAZYCL_GRAPH_CACHE_SIZE", "1"}})->graph_cache_size, 1);
+  EXPECT_EQ(defaults.constant_cache_bytes, base::kDefaultConstantCacheBytes);
+  EXPECT_EQ(Parse({{"LAZYCL_CONSTANT_CACHE_BYTES", "2M"}})->constant_cache_bytes, int64_t{2} << 20);
+  EXPECT_EQ(Parse({{"LAZYCL_CONSTANT_CACHE_BYTES", "0"}})->constant_cache_bytes, 0);
   for (auto [name, bad] :
        {std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "0"},
         std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "lots"},
         std::pair{"LAZYCL_PROGRAM_CACHE_SIZE", "0"}, std::pair{"LAZYCL_PROGRAM_CACHE_SIZE", "-3"},
-        std::pair{"LAZYCL_GRAPH_CACHE_SIZE", "many"}}) {
+        std::pair{"LAZYCL_GRAPH_CACHE_SIZE", "many"},
+        std::pair{"LAZYCL_CONSTANT_CACHE_BYTES", "-1"},
+        std::pair{"LAZYCL_CONSTANT_CACHE_BYTES", "plenty"}}) {
     absl::StatusOr<base::Settings> s = Parse({{name, bad}});
     ASSERT_FALSE(s.ok()) << name << "=" << bad;
     EXPECT_NE(Message(s.status()).find(name), std::string::npos) << Message(s.status());

@@ -1,0 +1,248 @@
+#include "runtime/constant_fold.h"
+
+#include <algorithm>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
+#include "base/metrics_registry.h"
+#include "base/settings.h"
+#include "ir/op_table.h"
+#include "ir/post_order.h"
+#include "ir/shape.h"
+#include "kernels/fusion_rules.h"
+#include "runtime/storage.h"
+
+namespace lazycl::runtime {
+
+using ir::Node;
+using ir::Op;
+
+namespace {
+
+constexpr int64_t kMaxFoldedElements = int64_t{1} << 20;
+
+// The exact structure of the subexpression under `root` (every node reads only iota, constants
+// and scalars): per node in post order its op, dtype, shape, args, value (a Scalar's only with
+// `scalar_values`) and operands by position.
+std::string ExactKey(int device, const Node& root, bool scalar_values) {
+  std::string key;
+  auto put = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(static_cast<uint64_t>(device));
+  const Node* roots[] = {&root};
+  const std::vector<const Node*> order = ir::PostOrder(roots);
+  absl::flat_hash_map<const Node*, uint64_t> position;
+  for (const Node* n : order) {
+    position[n] = position.size();
+    put(static_cast<uint64_t>(n->op));
+    put(static_cast<uint64_t>(n->dtype));
+    put(n->shape.size());
+    for (int64_t d : n->shape) put(static_cast<uint64_t>(d));
+    put(n->args.size());
+    for (int64_t a : n->args) put(static_cast<uint64_t>(a));
+    uint64_t bits = 0;
+    if (n->op != Op::kScalar || scalar_values) std::memcpy(&bits, &n->value, sizeof(bits));
+    put(bits);
+    put(n->operands.size());
+    for (const ir::NodePtr& o : n->operands) put(position.at(o.get()));
+  }
+  return key;
+}
+
+// The folded values of every device, least recently used last; bounded in bytes.
+class ConstantCache {
+ public:
+  std::shared_ptr<ir::Storage> Find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_key_.find(key);
+    if (it == by_key_.end()) return nullptr;
+    order_.splice(order_.begin(), order_, it->second);
+    return it->second->second;
+  }
+
+  void Insert(const std::string& key, std::shared_ptr<ir::Storage> storage, int64_t limit) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (by_key_.contains(key)) return;  // another thread computed it first
+    bytes_ += static_cast<int64_t>(storage->bytes());
+    order_.emplace_front(key, std::move(storage));
+    by_key_[key] = order_.begin();
+    while (bytes_ > limit && !order_.empty()) {
+      bytes_ -= static_cast<int64_t>(order_.back().second->bytes());
+      by_key_.erase(order_.back().first);
+      order_.pop_back();
+    }
+  }
+
+  // Whether the subexpression of structure `shape` (its key without scalar values) is still worth
+  // folding for these values: one whose scalars took kMaxValues values (a schedule's step
+  // count, say) is left to its kernels from then on, rather than folded anew for every value.
+  bool Worth(const std::string& shape, const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (values_.size() > kMaxShapes) values_.clear();
+    std::vector<std::string>& seen = values_[shape];
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return true;
+    if (seen.size() >= kMaxValues) return false;
+    seen.push_back(key);
+    return true;
+  }
+
+  // Graphs (by their outputs' structural hashes) found to hold nothing to fold, so that the
+  // walk is not repeated each time they run. A collision only skips folding, never changes a
+  // value.
+  bool NothingToFold(uint64_t graph) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return nothing_.contains(graph);
+  }
+  void SetNothingToFold(uint64_t graph) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (nothing_.size() > kMaxGraphs) nothing_.clear();
+    nothing_.insert(graph);
+  }
+
+  int64_t bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bytes_;
+  }
+
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    values_.clear();
+    nothing_.clear();
+    by_key_.clear();
+    order_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  using Entry = std::pair<std::string, std::shared_ptr<ir::Storage>>;
+  std::mutex mu_;
+  std::list<Entry> order_;  // most recently used first
+  absl::flat_hash_map<std::string, std::list<Entry>::iterator> by_key_;
+  int64_t bytes_ = 0;
+  static constexpr size_t kMaxValues = 4, kMaxShapes = 4096, kMaxGraphs = 1 << 16;
+  absl::flat_hash_set<uint64_t> nothing_;
+  absl::flat_hash_map<std::string, std::vector<std::string>> values_;
+};
+
+ConstantCache& Cache() {
+  static auto* cache = new ConstantCache();  // never destroyed, like the executor's caches
+  return *cache;
+}
+
+}  // namespace
+
+absl::StatusOr<Folded> FoldConstants(int device, const std::vector<const Node*>& outputs,
+                                     const ComputeNode& compute) {
+  Folded folded;
+  const int64_t limit = base::CurrentSettings().constant_cache_bytes;
+  if (limit <= 0) return folded;
+  uint64_t graph = absl::HashOf(device);
+  for (const Node* out : outputs) graph = absl::HashOf(graph, out->hash);
+  if (Cache().NothingToFold(graph)) return folded;
+  const std::vector<const Node*> order = ir::PostOrder(outputs);
+  // Per node: kPure, reads no data; kExpensive, pure and holds a transcendental (OpCost).
+  enum : uint8_t { kPure = 1, kExpensive = 2 };
+  absl::flat_hash_map<const Node*, uint8_t> flags;
+  flags.reserve(order.size());
+  bool any = false;
+  for (const Node* n : order) {
+    uint8_t f = n->op != Op::kBuffer && n->op != Op::kRandomUniform ? kPure : 0;
+    if (kernels::OpCost(n->op) >= kernels::kExpensivePerElement) f |= kExpensive;
+    for (const ir::NodePtr& o : n->operands) {
+      const uint8_t of = flags.at(o.get());
+      f = static_cast<uint8_t>((f & of & kPure) | ((f | of) & kExpensive));
+    }
+    if (!(f & kPure)) f = 0;
+    flags.emplace(n, f);
+    any = any || f == (kPure | kExpensive);
+  }
+  auto pure = [&](const Node* n) { return (flags.at(n) & kPure) != 0; };
+  if (!any) {
+    Cache().SetNothingToFold(graph);
+    return folded;
+  }
+  // The largest pure subexpressions: read by a node that is not pure (or an output), looked
+  // through views (a table expanded over a batch is folded at its own size).
+  auto worth = [&](const Node* n) {
+    while (ir::IsView(n->op)) n = n->operands[0].get();
+    const int64_t elements = ir::NumElements(n->shape);
+    return (flags.at(n) & kExpensive) && !ir::IsLeaf(n->op) && elements > 0 &&
+                   elements <= kMaxFoldedElements
+               ? n
+               : nullptr;
+  };
+  std::vector<const Node*> candidates;
+  absl::flat_hash_map<const Node*, bool> seen;
+  auto add = [&](const Node* n) {
+    if (n != nullptr && !seen[n]) {
+      seen[n] = true;
+      candidates.push_back(n);
+    }
+  };
+  for (const Node* n : order) {
+    if (pure(n)) continue;
+    for (const ir::NodePtr& o : n->operands) {
+      if (pure(o.get())) add(worth(o.get()));
+    }
+  }
+  // An output that qualifies is returned as the folded value itself; one that is a view of a
+  // folded value still gets its own buffer, computed (a copy) from the folded one.
+  for (const Node* out : outputs) {
+    if (pure(out)) add(worth(out));
+  }
+  if (candidates.empty()) {
+    Cache().SetNothingToFold(graph);
+    return folded;
+  }
+
+  absl::flat_hash_map<const Node*, ir::NodePtr> replace;
+  absl::flat_hash_map<const Node*, std::shared_ptr<ir::Storage>> storage_of;
+  for (const Node* c : candidates) {
+    const std::string key = ExactKey(device, *c, /*scalar_values=*/true);
+    std::shared_ptr<ir::Storage> storage = Cache().Find(key);
+    if (storage == nullptr && !Cache().Worth(ExactKey(device, *c, false), key)) continue;
+    if (storage == nullptr) {
+      absl::StatusOr<std::shared_ptr<ir::Storage>> computed = compute(*c);
+      if (!computed.ok()) return computed.status();
+      storage = *std::move(computed);
+      Cache().Insert(key, storage, limit);
+      base::metrics::Add("ConstantsFolded", 1);
+    } else {
+      base::metrics::Add("FoldedConstantReads", 1);
+    }
+    storage_of[c] = storage;
+    replace[c] = ir::MakeBuffer(storage, c->dtype, c->shape);
+  }
+  if (replace.empty()) {  // every candidate's scalars keep changing
+    Cache().SetNothingToFold(graph);
+    return folded;
+  }
+  folded.changed = true;
+  std::vector<ir::NodePtr> copies;
+  std::vector<size_t> copied;
+  folded.roots.resize(outputs.size());
+  folded.ready.resize(outputs.size());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (auto it = storage_of.find(outputs[k]); it != storage_of.end()) {
+      folded.ready[k] = it->second;
+      continue;
+    }
+    // A copy of the output node shares its operands, which Substitute rebuilds.
+    copies.push_back(std::make_shared<Node>(*outputs[k]));
+    copied.push_back(k);
+  }
+  std::vector<ir::NodePtr> rebuilt = ir::Substitute(copies, replace);
+  for (size_t i = 0; i < copied.size(); ++i) folded.roots[copied[i]] = std::move(rebuilt[i]);
+  return folded;
+}
+
+int64_t ConstantCacheBytes() { return Cache().bytes(); }
+
+void ClearConstantCache() { Cache().Clear(); }
+
+}  // namespace lazycl::runtime

@@ -1,0 +1,120 @@
+// Constant folding across graphs (runtime/constant_fold.h): a subexpression of iota, constants
+// and scalars that holds a transcendental (rotary tables) is computed once per process and
+// device, and later graphs read its buffer instead of launching a kernel for it. Values are the
+// host interpreter's; a folded value shared with the cache is never written in place; random
+// numbers are never folded; a scalar that keeps changing stops being folded.
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lazycl/lazycl.h"
+#include "runtime/constant_fold.h"
+
+namespace lazycl {
+namespace {
+
+const Device kCl = Device::opencl(0);
+
+int64_t C(const char* name) { return metrics::counter(name); }
+
+// A rotary-style table [t, f]: cos(pos * exp(-i * step)), from iota alone.
+Tensor Table(Device d, int64_t t, int64_t f, double step) {
+  Tensor inv = exp(cast(arange(f, DType::i32, d), DType::f32) * -step);
+  Tensor pos = cast(arange(t, DType::i32, d), DType::f32);
+  return cos(reshape(pos, {t, 1}) * reshape(inv, {1, f}));
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "element " << i;
+}
+
+TEST(ConstantFold, ATableReadByDataIsComputedOnceThenRead) {
+  runtime::ClearConstantCache();
+  const Tensor x = randn({2, 16, 8}, 7, DType::f32, kCl);
+  sync({x});
+  auto run = [&] { return (x * Table(kCl, 16, 8, 0.3) + 1.0).to_vector<float>(); };
+  const int64_t folded = C("ConstantsFolded"), reads = C("FoldedConstantReads");
+  const std::vector<float> first = run();
+  EXPECT_EQ(C("ConstantsFolded") - folded, 1);
+  EXPECT_GT(runtime::ConstantCacheBytes(), 0);
+
+  // Later graphs read the table: one kernel (x * table + 1), where the table took its own.
+  const int64_t launches = C("KernelLaunches");
+  const std::vector<float> second = run();
+  EXPECT_EQ(C("KernelLaunches") - launches, 1);
+  EXPECT_EQ(C("ConstantsFolded") - folded, 1);
+  EXPECT_EQ(C("FoldedConstantReads") - reads, 1);
+  EXPECT_EQ(second, first);
+
+  const Device h = Device::host();
+  ExpectNear(first, (x.to(h) * Table(h, 16, 8, 0.3) + 1.0).to_vector<float>());
+}
+
+TEST(ConstantFold, AFoldedOutputIsSharedButNeverWrittenInPlace) {
+  runtime::ClearConstantCache();
+  const std::vector<float> want = Table(Device::host(), 4, 8, 0.25).to_vector<float>();
+  Tensor a = Table(kCl, 4, 8, 0.25);
+  sync({a});
+  ExpectNear(a.to_vector<float>(), want);
+  // The same expression again: the cached value, no kernel.
+  Tensor b = Table(kCl, 4, 8, 0.25);
+  const int64_t launches = C("KernelLaunches");
+  sync({b});
+  EXPECT_EQ(C("KernelLaunches") - launches, 0);
+  ExpectNear(b.to_vector<float>(), want);
+  // Writing into one handle must reach neither the other nor the cache.
+  const std::vector<float> ones(32, 1.0f);
+  b.copy_from_host(ones.data(), ones.size() * sizeof(float));
+  EXPECT_EQ(b.to_vector<float>(), ones);
+  ExpectNear(a.to_vector<float>(), want);
+  ExpectNear(Table(kCl, 4, 8, 0.25).to_vector<float>(), want);
+}
+
+TEST(ConstantFold, RandomNumbersAreNotFolded) {
+  runtime::ClearConstantCache();
+  const int64_t folded = C("ConstantsFolded");
+  // Box-Muller has log and cos, but RandomUniform is data of a kind: computed on every use.
+  const std::vector<float> first = (randn({64}, 3, DType::f32, kCl) * 2.0).to_vector<float>();
+  const int64_t launches = C("KernelLaunches");
+  const std::vector<float> second = (randn({64}, 3, DType::f32, kCl) * 2.0).to_vector<float>();
+  EXPECT_GT(C("KernelLaunches") - launches, 0);
+  EXPECT_EQ(C("ConstantsFolded") - folded, 0);
+  EXPECT_EQ(first, second);
+}
+
+TEST(ConstantFold, AScalarThatKeepsChangingStopsBeingFolded) {
+  runtime::ClearConstantCache();
+  const Tensor x = randn({16, 8}, 9, DType::f32, kCl);
+  sync({x});
+  const int64_t folded = C("ConstantsFolded"), compiles = C("GraphCompiles");
+  for (int step = 0; step < 12; ++step) {
+    const double s = 0.05 * (step + 1);  // a scalar argument: no new program for a new value
+    const std::vector<float> got = (x * Table(kCl, 16, 8, s)).to_vector<float>();
+    ExpectNear(got, (x.to(Device::host()) * Table(Device::host(), 16, 8, s)).to_vector<float>());
+  }
+  // Four values are folded; from then on the table is computed inside the graph that reads it.
+  EXPECT_EQ(C("ConstantsFolded") - folded, 4);
+  // The folding graph, the graph reading the table's buffer, and (after four values) the graph
+  // that computes it inline: three plans, whatever the number of values.
+  EXPECT_LE(C("GraphCompiles") - compiles, 3);
+}
+
+TEST(ConstantFold, CheapOrLargeSubexpressionsStayInTheirKernels) {
+  runtime::ClearConstantCache();
+  const int64_t folded = C("ConstantsFolded");
+  const Tensor x = randn({64}, 5, DType::f32, kCl);
+  sync({x});
+  // An iota mask has no transcendental: it stays fused.
+  (void)where(lt(arange(64, DType::i32, kCl), 40), x, 0.0).to_vector<float>();
+  // Past 2^20 elements a table read by data is recomputed rather than held.
+  const Tensor data = randn({int64_t{1} << 21}, 6, DType::f32, kCl);
+  sync({data});
+  const Tensor big = cos(cast(arange(int64_t{1} << 21, DType::i32, kCl), DType::f32));
+  (void)sum(big * data).item<float>();
+  EXPECT_EQ(C("ConstantsFolded") - folded, 0);
+}
+
+}  // namespace
+}  // namespace lazycl
