@@ -154,6 +154,13 @@ class Device {
   // Waits for everything enqueued.
   absl::Status Finish();
 
+  // Whether a launch over a grid its kernel had not run over before may still be queued or
+  // running. PoCL compiles a kernel for a new work-group size (and may specialise it for a new
+  // grid) when the launch runs, and LLVM creates static objects as it compiles that exit()
+  // destroys before any handler lazycl registered: work left queued while a process exits is
+  // safe only when this is false (runtime/step_loop.cpp).
+  bool MayCompile();
+
  private:
   struct Impl;
   explicit Device(std::unique_ptr<Impl> impl);

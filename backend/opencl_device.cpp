@@ -85,12 +85,24 @@ struct Device::Impl {
   // complete (HarvestFirstRuns). Not in CompileTime: PoCL's compiler serves one build at a time,
   // so a first run may wait for a build the host started meanwhile, which CompileTime counts.
   std::vector<cl::Event> first_runs;
+  // The events of launches over a grid new to their kernel (MayCompile), under launch_mu; the
+  // completed ones are dropped as later launches and MayCompile look.
+  std::vector<cl::Event> new_grids;
   // A PoCL before 4.0, which keeps every kernel it loads mapped: first launches are held to the
   // process's MappingBudget.
   bool keeps_kernels = false;
 };
 
 namespace {
+
+// Forgets the events whose commands have completed (or failed); the caller holds launch_mu.
+void DropCompleted(std::vector<cl::Event>& events) {
+  std::erase_if(events, [](const cl::Event& event) {
+    cl_int status = CL_QUEUED;
+    return event.getInfo(CL_EVENT_COMMAND_EXECUTION_STATUS, &status) == CL_SUCCESS &&
+           status <= CL_COMPLETE;
+  });
+}
 
 // Records the device time of the first runs that have completed (all of them with `wait`) and
 // forgets them; the caller holds launch_mu.
@@ -332,13 +344,17 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
   }
   const bool timed = impl_->profiling && profile_tag >= 0;
   const bool first = kernel->FirstLaunchWith(local);
+  const bool new_grid = kernel->FirstLaunchAt(global, local);
   cl::Event event;
-  cl_int err = impl_->queue.enqueueNDRangeKernel(k, cl::NullRange, range(global), local_range,
-                                                 nullptr, timed || first ? &event : nullptr);
+  cl_int err =
+      impl_->queue.enqueueNDRangeKernel(k, cl::NullRange, range(global), local_range, nullptr,
+                                        timed || first || new_grid ? &event : nullptr);
   if (err != CL_SUCCESS) {
     return ClStatus(err, absl::StrCat("clEnqueueNDRangeKernel('", kernel->name(), "')"));
   }
   if (!impl_->first_runs.empty()) HarvestFirstRuns(impl_->first_runs, /*wait=*/false);
+  if (!impl_->new_grids.empty()) DropCompleted(impl_->new_grids);
+  if (new_grid) impl_->new_grids.push_back(event);
   if (first) impl_->first_runs.push_back(event);
   if (timed) impl_->timed.emplace_back(profile_tag, std::move(event));
   base::metrics::Add("KernelLaunches", 1);
@@ -401,7 +417,15 @@ absl::Status Device::Finish() {
   absl::Status status = ClStatus(impl_->queue.finish(), "clFinish");
   std::lock_guard<std::mutex> lock(impl_->launch_mu);
   HarvestFirstRuns(impl_->first_runs, /*wait=*/status.ok());
+  if (status.ok()) impl_->new_grids.clear();
   return status;
+}
+
+bool Device::MayCompile() {
+  if (!CompilesAtFirstLaunch()) return false;
+  std::lock_guard<std::mutex> lock(impl_->launch_mu);
+  DropCompleted(impl_->new_grids);
+  return !impl_->new_grids.empty();
 }
 
 void Device::SetProfiling(bool on) {

@@ -40,6 +40,19 @@ class Kernel {
     launched_locals_.emplace_back(local.begin(), local.end());
     return true;
   }
+  // Whether this is the kernel's first launch over this grid (global and local size), noting it.
+  // PoCL may specialise a kernel's work-group function for a grid, compiling at the launch's
+  // run; after kMaxGrids grids every new one counts as first without being noted. Under the
+  // launch mutex.
+  bool FirstLaunchAt(std::span<const size_t> global, std::span<const size_t> local) const {
+    std::vector<size_t> grid(global.begin(), global.end());
+    grid.push_back(0);  // separates the two lists
+    grid.insert(grid.end(), local.begin(), local.end());
+    if (std::find(launched_grids_.begin(), launched_grids_.end(), grid) != launched_grids_.end())
+      return false;
+    if (launched_grids_.size() < kMaxGrids) launched_grids_.push_back(std::move(grid));
+    return true;
+  }
   // Whether it has been launched with local size `local`; under the launch mutex too.
   bool LaunchedWith(std::span<const size_t> local) const {
     for (const std::vector<size_t>& seen : launched_locals_) {
@@ -52,6 +65,8 @@ class Kernel {
   mutable cl::Kernel kernel_;
   std::string name_;
   mutable std::vector<std::vector<size_t>> launched_locals_;  // guarded by the launch mutex
+  static constexpr size_t kMaxGrids = 64;
+  mutable std::vector<std::vector<size_t>> launched_grids_;  // guarded by the launch mutex
 };
 
 // What the disk cache stores for a program: the executable (clBuildProgram, then

@@ -1,5 +1,6 @@
 #include "runtime/devices.h"
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,13 @@ backend::Device& OpenClDevice(int index) {
   }
   backend::Device* raw = device->release();
   (*devices)[index] = raw;
+  // Registered after the driver is up, so that it runs before the driver's own teardown: a
+  // scan returns with its steps queued (runtime/step_loop.cpp), and no kernel may still run
+  // while exit() destroys what it uses.
+  static std::once_flag drain_at_exit;
+  std::call_once(drain_at_exit, [] {
+    std::atexit([] { ForEachOpenDevice([](int, backend::Device& d) { (void)d.Finish(); }); });
+  });
   profile::OnDeviceOpened(index, *raw);
   return *raw;
 }

@@ -27,11 +27,11 @@ inline constexpr int64_t kMaxPendingNodes = 512;
 // fails with FailedPrecondition before anything runs. The caller (the tensor layer) rebinds its
 // own handles to the results; nothing here touches a Tensor.
 //
-// By default it returns when the device has finished: lazycl never hands control back with work
-// in flight, because work still queued when the process exits makes PoCL compile kernels while
-// LLVM's static objects are being destroyed (a crash), and a read of an empty result would
-// otherwise wait for nothing. `wait = false` only enqueues; the caller must Finish the device
-// (lazycl-bench measures host overhead that way). On failure the device is drained either way.
+// By default it returns when the device has finished: work still queued when the process exits
+// may make PoCL compile kernels while LLVM's static objects are being destroyed (a crash), and a
+// read of an empty result would otherwise wait for nothing. `wait = false` only enqueues; the
+// caller must Finish the device, or know that nothing queued can compile (scan's step loop:
+// backend::Device::MayCompile). On failure the device is drained either way.
 //
 // `donations` offer buffers for outputs to be written into (runtime/donation.h): an accepted
 // offer's output is returned as the offered Storage itself, now holding the new value

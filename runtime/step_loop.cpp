@@ -183,9 +183,17 @@ std::vector<ir::NodePtr> DistinctOutputs(std::vector<ir::NodePtr> outputs) {
 
 absl::StatusOr<StepLoopResult> RunStepLoop(const StepLoop& loop) {
   absl::StatusOr<StepLoopResult> result = RunSteps(loop);
-  // Like every entry point, the loop returns with the device's work done (see Materialize); a
-  // loop that failed half-way may have launched kernels: drain them too.
-  if (absl::Status s = OpenClDevice(loop.device).Finish(); !s.ok() && result.ok()) return s;
+  // The loop returns with its steps queued, so that the host builds the caller's next graph (a
+  // model's head after its layers) while the device runs them; reads of the results wait. It
+  // drains first where some queued launch may still make PoCL compile (Device::MayCompile: a
+  // process exiting meanwhile would crash), and after a failure (kernels launched half-way).
+  // Work still queued at exit is drained by the handler OpenClDevice registers.
+  backend::Device& device = OpenClDevice(loop.device);
+  if (!result.ok() || device.MayCompile()) {
+    if (absl::Status s = device.Finish(); !s.ok() && result.ok()) return s;
+  } else {
+    base::metrics::Add("StepLoopsLeftQueued", 1);
+  }
   return result;
 }
 

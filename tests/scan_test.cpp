@@ -732,5 +732,42 @@ TEST_F(ScanTest, ScanResultsAreReadyWhenItReturns) {
       testing::ExitedWithCode(3), "");
 }
 
+// A scan whose launches all ran before returns with its steps queued (the host builds the next
+// graph meanwhile; StepLoopsLeftQueued counts it); reads wait for them, and a process that exits
+// right after a queued scan ends cleanly (OpenClDevice's exit handler drains the device; PoCL
+// did not crash here without it either, so this part guards the exit rather than the handler).
+TEST_F(ScanTest, AWarmScanReturnsWithItsStepsQueued) {
+  const int T = 64;
+  auto run = [&](Device d, double scale) {
+    Tensor xs = reshape(arange(T * 2048, DType::f32, d) * 1e-6, {T, 2048});
+    return scan(
+        [scale](const Ts& c, const Ts& x) {
+          return Body{{tanh(c[0] * scale + x[0]) + c[0] * 0.25}, {}};
+        },
+        {zeros({2048}, DType::f32, d)}, {xs});
+  };
+  const std::vector<float> expected = run(Device::host(), 0.5).carry[0].to_vector<float>();
+  // The first run compiles; whether it drains depends on whether those launches are still
+  // pending when it returns.
+  ScanResult cold = run(kCl, 0.5);
+  ExpectNear(cold.carry[0].to_vector<float>(), expected, 1e-5);
+  const int64_t queued = metrics::counter("StepLoopsLeftQueued");
+  ScanResult warm = run(kCl, 0.5);
+  EXPECT_EQ(metrics::counter("StepLoopsLeftQueued") - queued, 1);
+  ExpectNear(warm.carry[0].to_vector<float>(), expected, 1e-5);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        (void)run(kCl, 0.5);  // compiles in this process: drained
+        const int64_t before = metrics::counter("StepLoopsLeftQueued");
+        ScanResult pending = run(kCl, 0.75);  // a new scalar, the same kernels: left queued
+        std::exit(metrics::counter("StepLoopsLeftQueued") == before + 1 &&
+                          pending.carry[0].dim() == 1
+                      ? 3
+                      : 4);
+      },
+      testing::ExitedWithCode(3), "");
+}
+
 }  // namespace
 }  // namespace lazycl
