@@ -207,8 +207,10 @@ absl::StatusOr<Folded> FoldConstants(int device, const std::vector<const Node*>&
     std::shared_ptr<ir::Storage> storage = Cache().Find(key);
     if (storage == nullptr && !Cache().Worth(ExactKey(device, *c, false), key)) continue;
     if (storage == nullptr) {
+      // Folding is an optimisation: a value that cannot be computed on its own (no room for
+      // one more buffer, say) stays in the graph, which reports its own error if it has one.
       absl::StatusOr<std::shared_ptr<ir::Storage>> computed = compute(*c);
-      if (!computed.ok()) return computed.status();
+      if (!computed.ok()) continue;
       storage = *std::move(computed);
       Cache().Insert(key, storage, limit);
       base::metrics::Add("ConstantsFolded", 1);

@@ -72,6 +72,22 @@ TEST(ConstantFold, AFoldedOutputIsSharedButNeverWrittenInPlace) {
   ExpectNear(Table(kCl, 4, 8, 0.25).to_vector<float>(), want);
 }
 
+TEST(ConstantFold, ViewsAndSiblingsOfAFoldedValueAreComputedFromIt) {
+  runtime::ClearConstantCache();
+  const Device h = Device::host();
+  const Tensor x = randn({4, 8}, 11, DType::f32, kCl);
+  sync({x});
+  // Outputs: a view of the table (its own buffer, copied from the folded one), the table read
+  // by data, and the table itself, in one graph.
+  const Tensor t = Table(kCl, 4, 8, 0.5);
+  std::vector<Tensor> outs = {reshape(transpose(t, 0, 1), {32}), x * t, t};
+  sync(outs);
+  const Tensor th = Table(h, 4, 8, 0.5);
+  ExpectNear(outs[0].to_vector<float>(), reshape(transpose(th, 0, 1), {32}).to_vector<float>());
+  ExpectNear(outs[1].to_vector<float>(), (x.to(h) * th).to_vector<float>());
+  ExpectNear(outs[2].to_vector<float>(), th.to_vector<float>());
+}
+
 TEST(ConstantFold, RandomNumbersAreNotFolded) {
   runtime::ClearConstantCache();
   const int64_t folded = C("ConstantsFolded");
