@@ -31,9 +31,9 @@ struct Folded {
 };
 
 // Folds the subexpressions of `outputs` that qualify (see above; at most 2^20 elements each),
-// computing the ones not cached with `compute` (one that fails to compute is left unfolded). An output that qualifies itself is returned in
-// `ready`, shared with the cache: lazycl writes in place (copy_from_host, donations) only into
-// buffers that nobody else holds.
+// computing the ones not cached with `compute` (one that fails to compute is left unfolded). An
+// output that qualifies itself is returned in `ready`, shared with the cache: lazycl writes in
+// place (copy_from_host, donations) only into buffers that nobody else holds.
 absl::StatusOr<Folded> FoldConstants(int device, const std::vector<const ir::Node*>& outputs,
                                      const ComputeNode& compute);
 
