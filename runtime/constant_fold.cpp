@@ -220,7 +220,9 @@ absl::StatusOr<Folded> FoldConstants(int device, const std::vector<const Node*>&
     storage_of[c] = storage;
     replace[c] = ir::MakeBuffer(storage, c->dtype, c->shape);
   }
-  if (replace.empty()) {  // every candidate's scalars keep changing
+  // Every candidate's scalars keep changing, or none could be computed on its own: this
+  // graph is run as it is from now on.
+  if (replace.empty()) {
     Cache().SetNothingToFold(graph);
     return folded;
   }
