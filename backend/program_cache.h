@@ -45,12 +45,21 @@ class Kernel {
   // run; after kMaxGrids grids every new one counts as first without being noted. Under the
   // launch mutex.
   bool FirstLaunchAt(std::span<const size_t> global, std::span<const size_t> local) const {
-    std::vector<size_t> grid(global.begin(), global.end());
-    grid.push_back(0);  // separates the two lists
-    grid.insert(grid.end(), local.begin(), local.end());
-    if (std::find(launched_grids_.begin(), launched_grids_.end(), grid) != launched_grids_.end())
-      return false;
-    if (launched_grids_.size() < kMaxGrids) launched_grids_.push_back(std::move(grid));
+    // A grid is kept as global's sizes, then local's; global's count tells them apart. Compared
+    // in place: no allocation on the launch path once a grid is known.
+    for (const std::vector<size_t>& seen : launched_grids_) {
+      if (seen.size() == global.size() + local.size() + 1 && seen[0] == global.size() &&
+          std::equal(global.begin(), global.end(), seen.begin() + 1) &&
+          std::equal(local.begin(), local.end(), seen.begin() + 1 + global.size())) {
+        return false;
+      }
+    }
+    if (launched_grids_.size() < kMaxGrids) {
+      std::vector<size_t> grid = {global.size()};
+      grid.insert(grid.end(), global.begin(), global.end());
+      grid.insert(grid.end(), local.begin(), local.end());
+      launched_grids_.push_back(std::move(grid));
+    }
     return true;
   }
   // Whether it has been launched with local size `local`; under the launch mutex too.
