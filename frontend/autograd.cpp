@@ -2,12 +2,15 @@
 
 #include "frontend/autograd.h"
 
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/flat_release.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"
 #include "frontend/materialize.h"
@@ -242,20 +245,9 @@ namespace lazycl {
 
 TensorImpl::~TensorImpl() {
   if (grad_fn == nullptr) return;
-  std::vector<std::shared_ptr<frontend::GradFn>> doomed;
-  doomed.push_back(std::move(grad_fn));
-  while (!doomed.empty()) {
-    std::shared_ptr<frontend::GradFn> fn = std::move(doomed.back());
-    doomed.pop_back();
-    if (fn.use_count() != 1) continue;  // someone else keeps it (and its inputs) alive
-    // Ours is the last handle: detach the records of inputs that die with it, so that destroying
-    // `fn` destroys those inputs without recursing into their records.
-    for (std::shared_ptr<TensorImpl>& input : fn->inputs) {
-      if (input != nullptr && input.use_count() == 1 && input->grad_fn != nullptr) {
-        doomed.push_back(std::move(input->grad_fn));
-      }
-    }
-  }
+  std::vector<std::shared_ptr<frontend::GradFn>> records;
+  records.push_back(std::move(grad_fn));
+  base::ReleaseFlat<TensorImpl>(records);
 }
 
 using frontend::ImplOf;

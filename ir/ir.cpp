@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/flat_release.h"
 #include "base/half.h"
 #include "base/status.h"
 #include "ir/post_order.h"
@@ -201,20 +202,7 @@ NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
 
 }  // namespace
 
-Node::~Node() {
-  std::vector<NodePtr> doomed = std::move(operands);
-  while (!doomed.empty()) {
-    NodePtr n = std::move(doomed.back());
-    doomed.pop_back();
-    // The last handle of `n` is ours (nothing holds weak references to nodes): take its operands
-    // before it goes, so its own destructor has nothing left to release.
-    if (n.use_count() == 1) {
-      std::vector<NodePtr>& inner = const_cast<Node&>(*n).operands;
-      for (NodePtr& o : inner) doomed.push_back(std::move(o));
-      inner.clear();
-    }
-  }
-}
+Node::~Node() { base::ReleaseFlat<Node>(operands); }
 
 NodePtr FinishNode(Node node) { return Finish(std::move(node)); }
 
