@@ -152,21 +152,31 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
     // recovered from the folded batch index. Where the chain has a vector form (VectorFriendly
     // with the accumulator as an input), also lc_epilogue16 for the 16 columns from `col` of
     // one row, which the blocked template calls on whole panels (LC_EPILOGUE16).
-    LAZYCL_CHECK(
-        inputs != nullptr && epilogue->shape == root.shape && epilogue->dtype == root.dtype,
-        "codegen: matmul epilogue %s does not fit", ir::NodeString(*epilogue).c_str());
+    // The chain is of the product's shape, or (fusion_rules.h) of [..., n] over a 2-D product
+    // whose rows it splits.
+    const bool split_rows = epilogue->shape != root.shape && r == 2 && epilogue->shape.size() > 2 &&
+                            epilogue->shape.back() == n &&
+                            ir::NumElements(epilogue->shape) == m * n;
+    LAZYCL_CHECK(inputs != nullptr && (epilogue->shape == root.shape || split_rows) &&
+                     epilogue->dtype == root.dtype,
+                 "codegen: matmul epilogue %s does not fit", ir::NodeString(*epilogue).c_str());
     Emitter e(*inputs, "long", target);
     e.SetValue(&root, "acc");
     e.UnifyDims(*epilogue);
     auto at = [&] {
       std::vector<std::string> dims;
-      if (r > 2) {
+      if (split_rows) {
+        const Shape rows(epilogue->shape.begin(), epilogue->shape.end() - 1);
+        std::vector<std::string> keys = e.DimKeys(*epilogue);
+        keys.resize(rows.size());
+        dims = e.Multi(Index::Linear("row"), rows, keys);
+      } else if (r > 2) {
         const Shape batch_shape(epilogue->shape.begin(), epilogue->shape.end() - 2);
         std::vector<std::string> keys = e.DimKeys(*epilogue);
         keys.resize(r - 2);
         dims = e.Multi(Index::Linear("batch"), batch_shape, keys);
       }
-      dims.push_back("row");
+      if (!split_rows) dims.push_back("row");
       dims.push_back("col");
       return Index::Multi(std::move(dims));
     };

@@ -195,6 +195,17 @@ void FuseRowReductions(Partition* p) {
   }
 }
 
+namespace {
+
+// Whether `n` reads the 2-D product `m` as `root`'s shape [..., N] by splitting its rows: the
+// element order, so the index into the product, is the same.
+bool SplitsMatmulRows(const Node& n, const Node& m, const Node& root) {
+  return n.op == Op::kReshape && n.operands[0].get() == &m && n.shape == root.shape &&
+         m.shape.size() == 2 && n.shape.size() > 2 && n.shape.back() == m.shape.back();
+}
+
+}  // namespace
+
 Epilogues FindEpilogues(const Partition& p) {
   Epilogues epilogues;
   epilogues.fused.assign(p.size(), false);
@@ -224,8 +235,7 @@ Epilogues FindEpilogues(const Partition& p) {
       continue;
     }
     if (epilogues.matmul_of.contains(r) ||
-        !(ir::IsElementwise(root.op) || IsIdentityReshape(root)) || root.shape != m.shape ||
-        root.dtype != m.dtype) {
+        !(ir::IsElementwise(root.op) || IsIdentityReshape(root)) || root.dtype != m.dtype) {
       continue;
     }
     // An output that reshapes the matmul (`matmul(a, b).detach()`) is written by the matmul
@@ -235,7 +245,26 @@ Epilogues FindEpilogues(const Partition& p) {
     const std::vector<int> region = p.Region(r);
     const bool row_kernel = std::any_of(region.begin(), region.end(),
                                         [&](int i) { return ir::IsReduce(p.node(i).op); });
-    if (!row_kernel && ReadsOnlyAtOwnIndex(root, m, InputsOf(p), OwnIndex::kElement)) {
+    if (row_kernel) continue;
+    // The chain reads the product itself, or (a [B, T, K] @ [K, N] product, which the frontend
+    // runs as [B * T, K] @ [K, N]) only through one Reshape of it that splits its rows.
+    const Node* read = &m;
+    if (root.shape != m.shape) {
+      read = nullptr;
+      for (int i : region) {
+        const Node& n = p.node(i);
+        const bool reads_m = std::any_of(n.operands.begin(), n.operands.end(),
+                                         [&](const ir::NodePtr& o) { return o.get() == &m; });
+        if (!reads_m) continue;
+        if (read != nullptr || !SplitsMatmulRows(n, m, root)) {
+          read = nullptr;
+          break;
+        }
+        read = &n;
+      }
+      if (read == nullptr) continue;
+    }
+    if (ReadsOnlyAtOwnIndex(root, *read, InputsOf(p), OwnIndex::kElement)) {
       epilogues.matmul_of[r] = mi;
       epilogues.fused[mi] = true;
     }

@@ -41,9 +41,11 @@ void MaterializeDeepChains(Partition* p);
 void FuseRowReductions(Partition* p);
 
 // Matmuls whose result only an elementwise chain reads, at the result's own index, run that
-// chain as their epilogue: relu(h @ w + bias) is one kernel. A matmul whose result only a
-// Permute root reads (keeping the last dim, views.h PermutedStore) stores its product straight
-// into the permute's buffer: attention's p @ v written as [b, t, h, d], with no copy kernel.
+// chain as their epilogue: relu(h @ w + bias) is one kernel, also where the chain reads a 2-D
+// product through a Reshape that splits its rows ([B, T, K] @ [K, N] + residual). A matmul whose
+// result only a Permute root reads (keeping the last dim, views.h PermutedStore) stores its product
+// straight into the permute's buffer: attention's p @ v written as [b, t, h, d], with no copy
+// kernel.
 struct Epilogues {
   absl::flat_hash_map<int, int> matmul_of;  // root of an epilogue chain -> its matmul
   absl::flat_hash_map<int, int> permuted;   // Permute root -> the matmul that stores into it

@@ -387,6 +387,44 @@ TEST(FusionTest, MlpLayerIsOneKernel) {
   EXPECT_EQ(KernelsFor(relu(matmul(relu(matmul(h, w) + bias), w2) + bias)), 2);
 }
 
+// A [B, T, K] @ [K, N] product runs as [B * T, K] @ [K, N] and is read back as [B, T, N]: a
+// residual added to it (a transformer layer's MLP output) is still the matmul's epilogue. Where
+// the reshape does not split the product's rows, or the chain also reads the product another
+// way, the matmul keeps its own kernel; the values are right either way.
+TEST(FusionTest, ResidualOverARowSplitProductIsAnEpilogue) {
+  const int64_t b = 2, t = 5, k = 20, n = 48;
+  const std::vector<float> xv = Values(b * t * k, 0.01f, -0.5f);
+  const std::vector<float> wv = Values(k * n, -0.013f, 0.6f);
+  const std::vector<float> rv = Values(b * t * n, 0.02f, -2.0f);
+  Tensor x = tensor(xv, {b, t, k}, kCl);
+  Tensor w = tensor(wv, {k, n}, kCl);
+  Tensor res = tensor(rv, {b, t, n}, kCl);
+  const std::vector<double> c = HostMatmul(xv, wv, b * t, k, n);
+  Tensor y = res + matmul(x, w);
+  EXPECT_EQ(KernelsFor(y), 1);
+  const std::vector<float> got = y.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], rv[i] + c[i], 1e-3) << i;
+  // Not a row split: the product viewed as [B * T * N / 4, 4]; and the product read both through
+  // the reshape and transposed.
+  Tensor flat = reshape(res, {b * t * n / 4, 4}) + reshape(matmul(x, w), {b * t * n / 4, 4});
+  EXPECT_EQ(KernelsFor(flat), 2);
+  const std::vector<float> flat_got = flat.to_vector<float>();
+  for (size_t i = 0; i < flat_got.size(); ++i) EXPECT_NEAR(flat_got[i], rv[i] + c[i], 1e-3) << i;
+  Tensor p = matmul(reshape(x, {b * t, k}), w);
+  Tensor twice =
+      reshape(p, {b, t, n}) + reshape(transpose(reshape(p, {n, b * t}), 0, 1), {b, t, n});
+  EXPECT_EQ(KernelsFor(twice), 2);
+  const std::vector<float> twice_got = twice.to_vector<float>();
+  for (int64_t i = 0; i < b * t; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t o = i * n + j, v = j * b * t + i;  // the transposed view's element
+      EXPECT_NEAR(twice_got[static_cast<size_t>(o)],
+                  c[static_cast<size_t>(o)] + c[static_cast<size_t>(v)], 1e-3)
+          << i << "," << j;
+    }
+  }
+}
+
 TEST(FusionTest, BatchedMatmulWithTransposedOperandAndSecondBufferIsOneKernel) {
   const int64_t bt = 3, m = 9, k = 40, n = 33;
   const std::vector<float> av = Values(bt * k * m, 0.02f, -1.0f);  // stored [bt, k, m]

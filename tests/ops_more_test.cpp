@@ -702,23 +702,27 @@ TEST(OpsMoreTest, MatmulEpiloguesMatchHost) {
     const auto [sh, sd] = pair({c.m, 1});
     const auto [ah, ad] = pair({3, c.m, c.k});
     const auto [ch, cd] = pair({3, c.k, c.n});
+    const auto [x3h, x3d] = pair({2, c.m, c.k});  // [B, T, K] @ [K, N]: run as [B * T, K] @ ...
+    const auto [r3h, r3d] = pair({2, c.m, c.n});  // ... and read back through a row split
     auto run = [&](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& h,
-                   const Tensor& g, const Tensor& s, const Tensor& a, const Tensor& cc) {
+                   const Tensor& g, const Tensor& s, const Tensor& a, const Tensor& cc,
+                   const Tensor& x3, const Tensor& r3) {
       const Tensor layer = relu(matmul(x, w) + b);
       const Tensor dh = where(gt(h, 0.0), matmul(x, w), 0.0);
       const Tensor sgd = w - matmul(transpose(x, 0, 1), g).detach() * 0.01;
       const Tensor batched = matmul(a, cc) * 0.5 + b;
       const Tensor per_row = matmul(x, w) * s;
       const Tensor swiglu = silu(matmul(x, w)) * g;  // SwiGLU's gate
-      const std::vector<Tensor> out = {layer, dh, sgd, batched, per_row, swiglu};
+      const Tensor residual = r3 + matmul(x3, w) * 0.5 + b;
+      const std::vector<Tensor> out = {layer, dh, sgd, batched, per_row, swiglu, residual};
       for (const Tensor& t : out) sync({t});  // each its own graph: its own matmul and chain
       return out;
     };
-    const std::vector<Tensor> want = run(xh, wh, bh, hh, gh, sh, ah, ch);
-    const std::vector<Tensor> got = run(xd, wd, bd, hd, gd, sd, ad, cd);
-    const char* names[] = {"relu(x @ w + b)",    "where(h > 0, x @ w, 0)",
-                           "w - 0.01 (x^T @ g)", "(a @ c) * 0.5 + b",
-                           "(x @ w) * s",        "silu(x @ w) * g"};
+    const std::vector<Tensor> want = run(xh, wh, bh, hh, gh, sh, ah, ch, x3h, r3h);
+    const std::vector<Tensor> got = run(xd, wd, bd, hd, gd, sd, ad, cd, x3d, r3d);
+    const char* names[] = {
+        "relu(x @ w + b)", "where(h > 0, x @ w, 0)", "w - 0.01 (x^T @ g)",    "(a @ c) * 0.5 + b",
+        "(x @ w) * s",     "silu(x @ w) * g",        "r + (x3 @ w) * 0.5 + b"};
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_TRUE(got[i].device().is_opencl()) << names[i];
       EXPECT_TRUE(Near(want[i], got[i], 1e-4, 2e-4)) << names[i];
