@@ -12,6 +12,7 @@
 #include "kernels/cl_text.h"
 #include "kernels/codegen.h"
 #include "kernels/emitter.h"
+#include "kernels/index_reads.h"
 #include "kernels/templates.h"
 
 namespace lazycl::kernels {
@@ -154,9 +155,8 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
     // one row, which the blocked template calls on whole panels (LC_EPILOGUE16).
     // The chain is of the product's shape, or (fusion_rules.h) of [..., n] over a 2-D product
     // whose rows it splits.
-    const bool split_rows = epilogue->shape != root.shape && r == 2 && epilogue->shape.size() > 2 &&
-                            epilogue->shape.back() == n &&
-                            ir::NumElements(epilogue->shape) == m * n;
+    const bool split_rows =
+        epilogue->shape != root.shape && SplitsRows(root.shape, epilogue->shape);
     LAZYCL_CHECK(inputs != nullptr && (epilogue->shape == root.shape || split_rows) &&
                      epilogue->dtype == root.dtype,
                  "codegen: matmul epilogue %s does not fit", ir::NodeString(*epilogue).c_str());

@@ -195,17 +195,6 @@ void FuseRowReductions(Partition* p) {
   }
 }
 
-namespace {
-
-// Whether `n` reads the 2-D product `m` as `root`'s shape [..., N] by splitting its rows: the
-// element order, so the index into the product, is the same.
-bool SplitsMatmulRows(const Node& n, const Node& m, const Node& root) {
-  return n.op == Op::kReshape && n.operands[0].get() == &m && n.shape == root.shape &&
-         m.shape.size() == 2 && n.shape.size() > 2 && n.shape.back() == m.shape.back();
-}
-
-}  // namespace
-
 Epilogues FindEpilogues(const Partition& p) {
   Epilogues epilogues;
   epilogues.fused.assign(p.size(), false);
@@ -256,7 +245,9 @@ Epilogues FindEpilogues(const Partition& p) {
         const bool reads_m = std::any_of(n.operands.begin(), n.operands.end(),
                                          [&](const ir::NodePtr& o) { return o.get() == &m; });
         if (!reads_m) continue;
-        if (read != nullptr || !SplitsMatmulRows(n, m, root)) {
+        const bool split =
+            n.op == Op::kReshape && n.shape == root.shape && SplitsRows(m.shape, n.shape);
+        if (read != nullptr || !split) {
           read = nullptr;
           break;
         }

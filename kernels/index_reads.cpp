@@ -24,6 +24,11 @@ bool IsIdentityReshape(const Node& n) {
   return n.op == Op::kReshape && n.shape == n.operands[0]->shape;
 }
 
+bool SplitsRows(const ir::Shape& product, const ir::Shape& view) {
+  return product.size() == 2 && view.size() > 2 && view.back() == product.back() &&
+         ir::NumElements(view) == ir::NumElements(product);
+}
+
 bool ReadsOnlyAtOwnIndex(const Node& root, const Node& x, const IsKernelInput& is_input,
                          OwnIndex mode) {
   // Per node visited below root: whether it reaches x. Every operand is visited (no

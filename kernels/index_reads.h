@@ -14,6 +14,11 @@ namespace lazycl::kernels {
 // reads its operand at its own index, as an elementwise op does.
 bool IsIdentityReshape(const ir::Node& n);
 
+// Whether `view` reads a 2-D product of shape `product` ([M, N]) by splitting its rows: [..., N]
+// of M * N elements, the same element order (a [B, T, K] @ [K, N] product, run as
+// [B * T, K] @ [K, N], read back as [B, T, N]).
+bool SplitsRows(const ir::Shape& product, const ir::Shape& view);
+
 // Which nodes a path from the root may pass through on its way to x.
 enum class OwnIndex {
   // Elementwise nodes (and identity reshapes) of root's shape only, so x is read at root's own
