@@ -63,15 +63,24 @@ struct StridedOperand {
   bool operator==(const StridedOperand&) const = default;
 };
 
+// The second product of a dual matmul: `node` has root's A view, shape and dtype, and its B
+// (`b`, col stride 1) is read in place; the epilogue reads both products (matmul_cpu.cl's
+// LC_DUAL). CPU f32 only.
+struct SecondProduct {
+  const ir::Node* node = nullptr;
+  StridedOperand b;
+};
+
 // With `epilogue`: an elementwise chain over `root`'s value at the same index, of root's shape
 // and dtype (Lower checks which); the kernel stores the chain's value instead of the product,
 // evaluating the chain's other operands from `inputs`. With `stored`: where the product's
 // elements go in `out` (batch and row strides, col stride 1; views.h PermutedStore) instead of
-// contiguously.
+// contiguously. With `second` (and an epilogue, which reads it too): a dual product.
 KernelSpec EmitMatmul(const ir::Node& root, BufferRef out, const StridedOperand& a,
                       const StridedOperand& b, const Target& target,
                       const ir::Node* epilogue = nullptr, const InputMap* inputs = nullptr,
-                      const StridedOperand* stored = nullptr);
+                      const StridedOperand* stored = nullptr,
+                      const SecondProduct* second = nullptr);
 
 // Products that share their A operand (same view, M, K and batch dims), each with its own B
 // and output, in one CPU f32 kernel (matmul_cpu.cl's groups): `roots[0]`'s kernel with the

@@ -46,7 +46,8 @@ bool ValidBlocking(const MatmulBlocking& b) {
 
 KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                       const StridedOperand& b, const Target& target, const Node* epilogue,
-                      const InputMap* inputs, const StridedOperand* stored) {
+                      const InputMap* inputs, const StridedOperand* stored,
+                      const SecondProduct* second) {
   const size_t r = root.shape.size();
   const int64_t m = root.shape[r - 2];
   const int64_t n = root.shape[r - 1];
@@ -57,7 +58,15 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
   // CPU and f32: MR x NR register blocks over a copied B panel (matmul_cpu.cl, blocked as
   // target.matmul says); otherwise 16 x 16 local-memory tiles.
   const bool blocked = target.cpu && root.dtype == DType::f32;
-  const MatmulBlocking& bl = target.matmul;
+  LAZYCL_CHECK(
+      second == nullptr || (blocked && epilogue != nullptr && stored == nullptr &&
+                            second->node->shape == root.shape &&
+                            second->node->dtype == root.dtype && second->b.col_stride == 1),
+      "codegen: invalid dual product %s", ir::NodeString(root).c_str());
+  // A dual product holds two sets of accumulators: half the rows per block keep them in the
+  // vector registers the tuned blocking was sized for.
+  MatmulBlocking bl = target.matmul;
+  if (second != nullptr && bl.mr % 2 == 0) bl.mr /= 2;
   LAZYCL_CHECK(!blocked || ValidBlocking(bl),
                "codegen: invalid matmul blocking vw=%d mr=%d nr=%d kb=%d rows=%d", bl.vw, bl.mr,
                bl.nr, bl.kb, bl.rows);
@@ -134,6 +143,14 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
         std::max<int64_t>(kMatmulMinWorkItems, kMatmulItemsPerUnit * target.compute_units);
     while (rows > mr && work_items(rows) < min_items) rows = std::max(mr, rows / 2 / mr * mr);
     spec.args.push_back(i64(rows));
+    if (second != nullptr) {  // matmul_cpu.cl's LC_DUAL_PARAMS
+      const StridedOperand& b2 = second->b;
+      for (const KernelArgSpec& arg :
+           {buffer(b2.buffer, false), offset(b2.buffer, b2.offset), i64(b2.batch_stride), inner(b2),
+            i64(b2.group_stride), i64(b2.row_stride)}) {
+        spec.args.push_back(arg);
+      }
+    }
     spec.launches.push_back(
         Launch{"matmul_cpu",
                {static_cast<size_t>((m + rows - 1) / rows), static_cast<size_t>((n + nr - 1) / nr),
@@ -162,6 +179,7 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                  "codegen: matmul epilogue %s does not fit", ir::NodeString(*epilogue).c_str());
     Emitter e(*inputs, "long", target);
     e.SetValue(&root, "acc");
+    if (second != nullptr) e.SetValue(second->node, "acc2");
     e.UnifyDims(*epilogue);
     auto at = [&] {
       std::vector<std::string> dims;
@@ -184,19 +202,26 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
     e.Line(absl::StrCat("return ", e.Eval(*epilogue, at()), ";"));
     InputMap with_acc = *inputs;
     with_acc[&root] = out;
+    if (second != nullptr) with_acc[second->node] = out;
     const bool vector = blocked && VectorFriendly(*epilogue, with_acc, epilogue->shape, 0);
     const std::string leading = "const long batch, const long row, const long col";
+    // The accumulators: acc, and with a dual product acc2.
+    auto accs = [&](const std::string& type) {
+      return absl::StrCat("const ", type, " acc, ",
+                          second != nullptr ? absl::StrCat("const ", type, " acc2, ") : "");
+    };
     std::string functions;
     if (vector) {
       // lc_epilogue first, then lc_prefetch16 (the loads of lc_epilogue16, prefetched, for the
       // template to call a block ahead: the epilogue's inputs are not in cache otherwise, and
       // waiting for them cost the matmul a fifth of its time); lc_epilogue16 is finished last.
-      functions = absl::StrCat("static inline ", t, " lc_epilogue(const ", t, " acc, ", leading,
+      functions = absl::StrCat("static inline ", t, " lc_epilogue(", accs(t), leading,
                                " LC_EPI_PARAMS) {\n", e.TakeBody(), "}\n");
       for (const bool prefetch : {true, false}) {
         e.RestoreScope(scope);
         const Index vat = at();
         e.SetValue(&root, prefetch ? "(float16)(0.0f)" : "acc");
+        if (second != nullptr) e.SetValue(second->node, prefetch ? "(float16)(0.0f)" : "acc2");
         e.SetVector(true, "0", 0);
         e.SetPrefetch(prefetch);
         const std::string v = e.Eval(*epilogue, vat);
@@ -213,14 +238,16 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
     std::vector<KernelArgSpec> extra;
     spec.source = absl::StrCat(
         "#define LC_EPILOGUE 1\n", vector ? "#define LC_EPILOGUE16 1\n" : "",
+        second != nullptr ? "#define LC_DUAL 1\n" : "",
         e.FinishFunction(vector ? "float16" : t, vector ? "lc_epilogue16" : "lc_epilogue",
-                         absl::StrCat("const ", vector ? "float16" : t, " acc, ", leading), &extra),
+                         absl::StrCat(accs(vector ? "float16" : t), leading), &extra),
         functions, spec.source);
     spec.args.insert(spec.args.end(), extra.begin(), extra.end());
   }
   if (blocked) spec.source = absl::StrCat(std::string(Template("prefetch.cl")), spec.source);
-  spec.summary = absl::StrCat("matmul ", ir::NodeString(root), " (K=", k, ")");
-  spec.flops = 2 * m * n * k * batches;
+  spec.summary = absl::StrCat("matmul ", second != nullptr ? "dual " : "", ir::NodeString(root),
+                              " (K=", k, ")");
+  spec.flops = 2 * m * n * k * batches * (second != nullptr ? 2 : 1);
   if (epilogue != nullptr) absl::StrAppend(&spec.summary, " -> ", ir::NodeString(*epilogue));
   return spec;
 }

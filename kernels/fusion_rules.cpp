@@ -58,6 +58,21 @@ bool OnlyReadPerRowBy(const Partition& p, int r, int o) {
 
 constexpr int64_t kMinRecomputationSaved = int64_t{1} << 16;
 
+// Whether products `a` and `b` can run as one dual product (matmul_cpu.cl's LC_DUAL): f32, one
+// shape, the same view of one A, and each B read in place row by row.
+bool DualPair(const Partition& p, const Node& a, const Node& b) {
+  if (a.dtype != DType::f32 || b.dtype != DType::f32 || a.shape != b.shape) return false;
+  const auto materialized = InputsOf(p);
+  const auto a1 = MatmulAccess(*a.operands[0], materialized);
+  const auto a2 = MatmulAccess(*b.operands[0], materialized);
+  if (!a1 || !a2 || a1->base != a2->base || !(a1->access == a2->access)) return false;
+  for (const Node* m : {&a, &b}) {
+    const auto bv = MatmulAccess(*m->operands[1], materialized);
+    if (!bv || bv->access.col_stride != 1) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int OpCost(Op op) {
@@ -195,7 +210,7 @@ void FuseRowReductions(Partition* p) {
   }
 }
 
-Epilogues FindEpilogues(const Partition& p) {
+Epilogues FindEpilogues(const Partition& p, bool dual_products) {
   Epilogues epilogues;
   epilogues.fused.assign(p.size(), false);
   // For every matmul, the roots whose kernels read it.
@@ -223,8 +238,14 @@ Epilogues FindEpilogues(const Partition& p) {
       epilogues.fused[mi] = true;
       continue;
     }
-    if (epilogues.matmul_of.contains(r) ||
-        !(ir::IsElementwise(root.op) || IsIdentityReshape(root)) || root.dtype != m.dtype) {
+    if (!(ir::IsElementwise(root.op) || IsIdentityReshape(root)) || root.dtype != m.dtype) {
+      continue;
+    }
+    // A chain that carries one product already takes a second only as a dual product.
+    const auto carried = epilogues.matmul_of.find(r);
+    if (carried != epilogues.matmul_of.end() &&
+        (!dual_products || epilogues.second_of.contains(r) ||
+         !DualPair(p, p.node(carried->second), m))) {
       continue;
     }
     // An output that reshapes the matmul (`matmul(a, b).detach()`) is written by the matmul
@@ -256,7 +277,7 @@ Epilogues FindEpilogues(const Partition& p) {
       if (read == nullptr) continue;
     }
     if (ReadsOnlyAtOwnIndex(root, *read, InputsOf(p), OwnIndex::kElement)) {
-      epilogues.matmul_of[r] = mi;
+      (carried != epilogues.matmul_of.end() ? epilogues.second_of : epilogues.matmul_of)[r] = mi;
       epilogues.fused[mi] = true;
     }
   }

@@ -45,12 +45,15 @@ void FuseRowReductions(Partition* p);
 // product through a Reshape that splits its rows ([B, T, K] @ [K, N] + residual). A matmul whose
 // result only a Permute root reads (keeping the last dim, views.h PermutedStore) stores its product
 // straight into the permute's buffer: attention's p @ v written as [b, t, h, d], with no copy
-// kernel.
+// kernel. With `dual_products` (the CPU f32 matmul), a chain that reads two such products of one
+// A view and one shape, each B row-major, computes both in one kernel (a dual product:
+// SwiGLU's silu(y @ w1) * (y @ w3) at inference, where neither product is kept).
 struct Epilogues {
   absl::flat_hash_map<int, int> matmul_of;  // root of an epilogue chain -> its matmul
+  absl::flat_hash_map<int, int> second_of;  // root of a dual product's chain -> its second matmul
   absl::flat_hash_map<int, int> permuted;   // Permute root -> the matmul that stores into it
   std::vector<bool> fused;                  // per node: a matmul that launches no kernel itself
 };
-Epilogues FindEpilogues(const Partition& p);
+Epilogues FindEpilogues(const Partition& p, bool dual_products);
 
 }  // namespace lazycl::kernels

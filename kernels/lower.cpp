@@ -28,7 +28,7 @@ using ir::Op;
 class Emission {
  public:
   Emission(const Partition& p, const Target& target, Plan* plan)
-      : p_(p), target_(target), epilogues_(FindEpilogues(p)), memory_(p, plan) {}
+      : p_(p), target_(target), epilogues_(FindEpilogues(p, target.cpu)), memory_(p, plan) {}
 
   // Emits every kernel; returns the first root whose kernel has too many arguments, or -1.
   int Run() {
@@ -108,8 +108,14 @@ class Emission {
       const Node& m = p_.node(epi->second);
       InputMap inputs = Inputs(r);
       inputs.erase(&m);
+      std::optional<SecondProduct> second;
+      if (auto dual = epilogues_.second_of.find(r); dual != epilogues_.second_of.end()) {
+        const Node& m2 = p_.node(dual->second);
+        inputs.erase(&m2);
+        second = SecondProduct{&m2, Operand(*m2.operands[1])};
+      }
       return {EmitMatmul(m, out, Operand(*m.operands[0]), Operand(*m.operands[1]), target_, &root,
-                         &inputs)};
+                         &inputs, nullptr, second ? &*second : nullptr)};
     }
     if (auto st = epilogues_.permuted.find(r); st != epilogues_.permuted.end()) {
       const Node& m = p_.node(st->second);
@@ -145,7 +151,7 @@ class Emission {
     if (specs.empty()) return;
     std::vector<int> region = p_.Region(r);
     InputMap inputs = Inputs(r);
-    for (const auto* fused : {&epilogues_.matmul_of, &epilogues_.permuted}) {
+    for (const auto* fused : {&epilogues_.matmul_of, &epilogues_.second_of, &epilogues_.permuted}) {
       if (auto epi = fused->find(r); epi != fused->end()) {
         const std::vector<int> m = p_.Region(epi->second);
         region.insert(region.end(), m.begin(), m.end());

@@ -425,6 +425,55 @@ TEST(FusionTest, ResidualOverARowSplitProductIsAnEpilogue) {
   }
 }
 
+// SwiGLU at inference, silu(y @ w1) * (y @ w3) with neither product kept: on the CPU strategy
+// one dual-product kernel computes both products and the chain (it was the gate's kernel with
+// the chain as epilogue after the up projection's own). Also over a [B, T, K] input (each product
+// read through a row split) with K past one panel and N past a whole panel; where the second B is
+// a transposed view, or one product is also an output, two kernels. Values against host loops.
+TEST(FusionTest, TwoProductsOfOneInputReadByOneChainAreADualProduct) {
+  const int64_t b = 2, t = 7, k = 300, n = 40;
+  const std::vector<float> yv = Values(b * t * k, 0.003f, -0.5f);
+  const std::vector<float> w1v = Values(k * n, -0.0011f, 0.4f);
+  const std::vector<float> w3v = Values(k * n, 0.0007f, -0.3f);
+  Tensor y = tensor(yv, {b, t, k}, kCl);
+  Tensor w1 = tensor(w1v, {k, n}, kCl);
+  Tensor w3 = tensor(w3v, {k, n}, kCl);
+  const std::vector<double> g = HostMatmul(yv, w1v, b * t, k, n);
+  const std::vector<double> u = HostMatmul(yv, w3v, b * t, k, n);
+  auto swiglu = [&](size_t i) { return g[i] / (1 + std::exp(-g[i])) * u[i]; };
+  auto expect_swiglu = [&](const Tensor& out) {
+    const std::vector<float> got = out.to_vector<float>();
+    ASSERT_EQ(got.size(), g.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], swiglu(i), 1e-3) << i;
+  };
+  Tensor y2 = reshape(y, {b * t, k});
+  Tensor flat = silu(matmul(y2, w1)) * matmul(y2, w3);
+  EXPECT_EQ(KernelsFor(flat), CpuStrategy() ? 1 : 2);
+  expect_swiglu(flat);
+  Tensor split = silu(matmul(y, w1)) * matmul(y, w3);  // [B, T, K] @ [K, N]: row splits
+  EXPECT_EQ(KernelsFor(split), CpuStrategy() ? 1 : 2);
+  expect_swiglu(split);
+  // The second B read transposed: no dual product.
+  Tensor w3t = tensor(w3v, {n, k}, kCl);  // other values, read as [k, n]
+  std::vector<float> w3tv(static_cast<size_t>(k * n));
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < n; ++j) w3tv[i * n + j] = w3v[j * k + i];
+  }
+  const std::vector<double> ut = HostMatmul(yv, w3tv, b * t, k, n);
+  Tensor transposed = silu(matmul(y2, w1)) * matmul(y2, transpose(w3t, 0, 1));
+  EXPECT_EQ(KernelsFor(transposed), 2);
+  const std::vector<float> tgot = transposed.to_vector<float>();
+  for (size_t i = 0; i < tgot.size(); ++i)
+    EXPECT_NEAR(tgot[i], g[i] / (1 + std::exp(-g[i])) * ut[i], 1e-3) << i;
+  // The up projection kept as well (an output of the same graph): its own kernel.
+  Tensor up = matmul(y2, w3);
+  Tensor gated = silu(matmul(y2, w1)) * up;
+  sync({gated, up});
+  expect_swiglu(gated);
+  const std::vector<float> up_got = up.to_vector<float>();
+  for (size_t i = 0; i < up_got.size(); ++i) EXPECT_NEAR(up_got[i], u[i], 1e-3) << i;
+}
+
 TEST(FusionTest, BatchedMatmulWithTransposedOperandAndSecondBufferIsOneKernel) {
   const int64_t bt = 3, m = 9, k = 40, n = 33;
   const std::vector<float> av = Values(bt * k * m, 0.02f, -1.0f);  // stored [bt, k, m]

@@ -111,19 +111,20 @@ TEST(MatmulTuneTest, EveryCandidateMatchesTheHost) {
   struct Case {
     Shape a, b;
     bool ta = false, tb = false;  // the operand is a transposed view of an uploaded tensor
+    bool dual = false;            // also as a dual product (each one costs a program to build)
   };
   const Case cases[] = {
       {{1, 1}, {1, 1}},
-      {{5, 1}, {1, 9}},                     // K = 1
-      {{1, 7}, {7, 1}},                     // size-1 M and N
-      {{37, 70}, {70, 67}},                 // no dim a multiple of any block
-      {{130, 300}, {300, 45}},              // several row blocks, K past 256
-      {{67, 1100}, {1100, 83}},             // K past every panel depth
-      {{2, 20, 513}, {2, 513, 33}},         // batched
-      {{4, 1, 9, 6}, {3, 6, 5}},            // broadcast batch dims
-      {{33, 65}, {65, 40}, true, false},    // A^T read in place
-      {{33, 65}, {65, 40}, false, true},    // B^T read in place
-      {{203, 40}, {40, 600}, false, true},  // B^T: a work-item takes all 203 rows
+      {{5, 1}, {1, 9}},                                  // K = 1
+      {{1, 7}, {7, 1}},                                  // size-1 M and N
+      {{37, 70}, {70, 67}, false, false, true},          // no dim a multiple of any block
+      {{130, 300}, {300, 45}, false, false, true},       // several row blocks, K past 256
+      {{67, 1100}, {1100, 83}},                          // K past every panel depth
+      {{2, 20, 513}, {2, 513, 33}, false, false, true},  // batched
+      {{4, 1, 9, 6}, {3, 6, 5}},                         // broadcast batch dims
+      {{33, 65}, {65, 40}, true, false},                 // A^T read in place
+      {{33, 65}, {65, 40}, false, true},                 // B^T read in place
+      {{203, 40}, {40, 600}, false, true},               // B^T: a work-item takes all 203 rows
       {{3, 17, 33}, {3, 33, 18}, true, true},
   };
   const Device host = Device::host();
@@ -148,6 +149,11 @@ TEST(MatmulTuneTest, EveryCandidateMatchesTheHost) {
       const Tensor bias = randn({c.b.back()}, ++seed, DType::f32, host);
       ExpectMatches(relu(matmul(da, db) + bias.to(cl)), relu(matmul(ha, hb) + bias),
                     scale + abs(bias), what + " epilogue");
+      // A dual product (LC_DUAL, where B is row-major: half the rows per block): a @ b - a @ b2.
+      if (!c.dual) continue;
+      const auto [hb2, db2] = make(c.b, c.tb);
+      ExpectMatches(matmul(da, db) - matmul(da, db2), matmul(ha, hb) - matmul(ha, hb2),
+                    scale + matmul(abs(ha), abs(hb2)), what + " dual");
     }
   }
   runtime::OverrideMatmulBlocking(device, runtime::DefaultBlocking(runtime::SimdOf(device.info())));

@@ -679,8 +679,10 @@ TEST(OpsMoreTest, ReductionsThatKeepTheLastDimMatchHost) {
 // chain that has a vector form 16 columns at a time on whole panels and one at a time at the
 // edges (emit_matmul.cpp, lc_epilogue16): the bias of a layer, relu's gradient (a comparison
 // of stored values at the element's index), SGD's update of a detached gradient, a batched
-// product, SwiGLU's silu gate; a per-row scale has no vector form and stays scalar. Against the
-// host, with sizes at and between the panel edges.
+// product, SwiGLU's silu gate; a per-row scale has no vector form and stays scalar; dual
+// products (two products of one A read by one chain, matmul_cpu.cl's LC_DUAL: K past a panel's
+// depth, N at and between panel edges, batched, through row splits). Against the host, with
+// sizes at and between the panel edges.
 TEST(OpsMoreTest, MatmulEpiloguesMatchHost) {
   struct Case {
     int64_t m, k, n;
@@ -704,9 +706,11 @@ TEST(OpsMoreTest, MatmulEpiloguesMatchHost) {
     const auto [ch, cd] = pair({3, c.k, c.n});
     const auto [x3h, x3d] = pair({2, c.m, c.k});  // [B, T, K] @ [K, N]: run as [B * T, K] @ ...
     const auto [r3h, r3d] = pair({2, c.m, c.n});  // ... and read back through a row split
+    const auto [w2h, w2d] = pair({c.k, c.n});     // a second product of x: dual products
+    const auto [c2h, c2d] = pair({3, c.k, c.n});
     auto run = [&](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& h,
                    const Tensor& g, const Tensor& s, const Tensor& a, const Tensor& cc,
-                   const Tensor& x3, const Tensor& r3) {
+                   const Tensor& x3, const Tensor& r3, const Tensor& w2, const Tensor& c2) {
       const Tensor layer = relu(matmul(x, w) + b);
       const Tensor dh = where(gt(h, 0.0), matmul(x, w), 0.0);
       const Tensor sgd = w - matmul(transpose(x, 0, 1), g).detach() * 0.01;
@@ -714,15 +718,27 @@ TEST(OpsMoreTest, MatmulEpiloguesMatchHost) {
       const Tensor per_row = matmul(x, w) * s;
       const Tensor swiglu = silu(matmul(x, w)) * g;  // SwiGLU's gate
       const Tensor residual = r3 + matmul(x3, w) * 0.5 + b;
-      const std::vector<Tensor> out = {layer, dh, sgd, batched, per_row, swiglu, residual};
+      const Tensor dual = silu(matmul(x, w)) * matmul(x, w2);  // SwiGLU at inference
+      // Scaled so that the sum with r3 does not cancel digits beyond the tolerance.
+      const Tensor dual3 = r3 + silu(matmul(x3, w2)) * matmul(x3, w) * s * 0.01;
+      const Tensor dual_batched = matmul(a, cc) - matmul(a, c2) * 0.25 + b;
+      const std::vector<Tensor> out = {layer,  dh,       sgd,  batched, per_row,
+                                       swiglu, residual, dual, dual3,   dual_batched};
       for (const Tensor& t : out) sync({t});  // each its own graph: its own matmul and chain
       return out;
     };
-    const std::vector<Tensor> want = run(xh, wh, bh, hh, gh, sh, ah, ch, x3h, r3h);
-    const std::vector<Tensor> got = run(xd, wd, bd, hd, gd, sd, ad, cd, x3d, r3d);
-    const char* names[] = {
-        "relu(x @ w + b)", "where(h > 0, x @ w, 0)", "w - 0.01 (x^T @ g)",    "(a @ c) * 0.5 + b",
-        "(x @ w) * s",     "silu(x @ w) * g",        "r + (x3 @ w) * 0.5 + b"};
+    const std::vector<Tensor> want = run(xh, wh, bh, hh, gh, sh, ah, ch, x3h, r3h, w2h, c2h);
+    const std::vector<Tensor> got = run(xd, wd, bd, hd, gd, sd, ad, cd, x3d, r3d, w2d, c2d);
+    const char* names[] = {"relu(x @ w + b)",
+                           "where(h > 0, x @ w, 0)",
+                           "w - 0.01 (x^T @ g)",
+                           "(a @ c) * 0.5 + b",
+                           "(x @ w) * s",
+                           "silu(x @ w) * g",
+                           "r + (x3 @ w) * 0.5 + b",
+                           "silu(x @ w) * (x @ w2)",
+                           "r + silu(x3 @ w2) * (x3 @ w) * s * 0.01",
+                           "a @ c - (a @ c2) * 0.25 + b"};
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_TRUE(got[i].device().is_opencl()) << names[i];
       EXPECT_TRUE(Near(want[i], got[i], 1e-4, 2e-4)) << names[i];

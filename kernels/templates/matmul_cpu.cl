@@ -42,6 +42,19 @@
 #define LC_GROUP_PARAMS
 #define LC_GROUP_SELECT
 #endif
+// A dual product (SwiGLU's silu(y @ w1) * (y @ w3) where nothing else reads the two products):
+// with LC_DUAL defined, a second B (B2, after `mb`: the same view arguments as B but for
+// b_sn, which is 1 for both) whose product has the same shape. A work-item computes its panel
+// of both products over all of K at once, reading both Bs in place (no panel copy, no partial
+// sums), and stores the epilogue's value of the two accumulators,
+// `lc_epilogue(acc, acc2, batch, row, col LC_EPI_ARGS)`: neither product goes to memory.
+#ifdef LC_DUAL
+#define LC_DUAL_PARAMS                                                                     \
+  , __global const float* restrict B2, long b2_off, long b2_sb, long b2_bi, long b2_sg, \
+      long b2_sk
+#else
+#define LC_DUAL_PARAMS
+#endif
 #if defined(LC_EPILOGUE16)
 #define LC_PREFETCH_EPILOGUE(b, r, c) \
   if (last) lc_prefetch16(b, r, c LC_EPI_ARGS);
@@ -65,13 +78,21 @@
 #define LC_LOAD_B(i, v) const LC_FV b##v = LC_VLOAD(v, panel + k * NR);
 #define LC_LOAD_B_DIRECT(i, v) const LC_FV b##v = LC_VLOAD(v, bk + k * b_sk + n0);
 #define LC_FMA(i, v) LC_ACC(i, v) = fma(x, b##v, LC_ACC(i, v));
+// The second product's accumulators and B vectors (LC_DUAL).
+#define LC_ACC2(i, v) dacc##i##_##v
+#define LC_ZERO2(i, v) LC_FV LC_ACC2(i, v) = (LC_FV)(0.0f);
+#define LC_LOAD_B2_DIRECT(i, v) const LC_FV d##v = LC_VLOAD(v, B2 + k * b2_sk + n0);
+#define LC_LOAD_B_TAIL(i, v) const LC_FV b##v = LC_VLOAD(v, bt);
+#define LC_LOAD_B2_TAIL(i, v) const LC_FV d##v = LC_VLOAD(v, dt);
+#define LC_FMA2(i, v) LC_ACC2(i, v) = fma(x, d##v, LC_ACC2(i, v));
+#define LC_STORE_T2(i, v) LC_VSTORE(LC_ACC2(i, v), v, t2);
 
 __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb, long a_bi,
                          long a_sg, long a_sm, long a_sk, __global const float* restrict B,
                          long b_off, long b_sb, long b_bi, long b_sg, long b_sk, long b_sn,
                          __global float* restrict C, long c_off, long c_sb, long c_bi,
                          long c_sg, long c_sm, long M, long N, long K,
-                         long mb LC_GROUP_PARAMS LC_EPI_PARAMS) {
+                         long mb LC_GROUP_PARAMS LC_DUAL_PARAMS LC_EPI_PARAMS) {
   __local float panel[KB * NR];
   const long m_begin = (long)get_global_id(0) * mb;
   const long m_end = min(m_begin + mb, M);
@@ -84,6 +105,72 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
   A += a_off + (batch / a_bi) * a_sg + (batch % a_bi) * a_sb;
   B += b_off + (batch / b_bi) * b_sg + (batch % b_bi) * b_sb;
   __global float* c = C + c_off + (batch / c_bi) * c_sg + (batch % c_bi) * c_sb;
+#ifdef LC_DUAL
+  B2 += b2_off + (batch / b2_bi) * b2_sg + (batch % b2_bi) * b2_sb;
+  for (long m0 = m_begin; m0 < m_end; m0 += MR) {
+#define LC_DECL2(i)                                            \
+  LC_VECS(LC_ZERO, i)                                          \
+  LC_VECS(LC_ZERO2, i)                                         \
+  __global const float* a##i = A + min(m0 + i, M - 1) * a_sm; \
+  __global float* cr##i = c + (m0 + i) * c_sm;
+    LC_ROWS(LC_DECL2)
+#undef LC_DECL2
+#define LC_ROW_FMA2(i)                 \
+  {                                    \
+    const LC_FV x = (LC_FV)(a##i[ak]); \
+    LC_VECS(LC_FMA, i)                 \
+    LC_VECS(LC_FMA2, i)                \
+  }
+    if (full) {
+      for (long k = 0; k < K; ++k) {
+        __global const float* bk = B;
+        LC_VECS(LC_LOAD_B_DIRECT, 0)
+        LC_VECS(LC_LOAD_B2_DIRECT, 0)
+        const long ak = k * a_sk;
+        LC_ROWS(LC_ROW_FMA2)
+      }
+    } else {  // the last panel: columns past N read as zeros
+      for (long k = 0; k < K; ++k) {
+        float bt[NR], dt[NR];
+        for (int j = 0; j < NR; ++j) {
+          bt[j] = n0 + j < N ? B[k * b_sk + n0 + j] : 0.0f;
+          dt[j] = n0 + j < N ? B2[k * b2_sk + n0 + j] : 0.0f;
+        }
+        LC_VECS(LC_LOAD_B_TAIL, 0)
+        LC_VECS(LC_LOAD_B2_TAIL, 0)
+        const long ak = k * a_sk;
+        LC_ROWS(LC_ROW_FMA2)
+      }
+    }
+#undef LC_ROW_FMA2
+#if defined(LC_EPILOGUE16)
+#define LC_STORE_DUAL_FULL(i)                                                                 \
+  for (int j = 0; j < NR; j += 16)                                                            \
+    vstore16(lc_epilogue16(vload16(0, t + j), vload16(0, t2 + j), batch, m0 + i, n0 + j      \
+                           LC_EPI_ARGS),                                                      \
+             0, cr##i + n0 + j);
+#else
+#define LC_STORE_DUAL_FULL(i)                                                                 \
+  for (int j = 0; j < NR; ++j)                                                                \
+    cr##i[n0 + j] = lc_epilogue(t[j], t2[j], batch, m0 + i, n0 + j LC_EPI_ARGS);
+#endif
+#define LC_STORE_DUAL(i)                                                                      \
+  if (m0 + i < M) {                                                                           \
+    float t[NR], t2[NR];                                                                      \
+    LC_VECS(LC_STORE_T, i)                                                                    \
+    LC_VECS(LC_STORE_T2, i)                                                                   \
+    if (full) {                                                                               \
+      LC_STORE_DUAL_FULL(i)                                                                   \
+    } else {                                                                                  \
+      for (int j = 0; j < NR && n0 + j < N; ++j)                                              \
+        cr##i[n0 + j] = lc_epilogue(t[j], t2[j], batch, m0 + i, n0 + j LC_EPI_ARGS);          \
+    }                                                                                         \
+  }
+    LC_ROWS(LC_STORE_DUAL)
+#undef LC_STORE_DUAL
+#undef LC_STORE_DUAL_FULL
+  }
+#else
   for (long k0 = 0; k0 == 0 || k0 < K; k0 += KB) {  // K = 0 stores zeros
     const long kn = min((long)KB, K - k0);
     const bool last = k0 + KB >= K;
@@ -203,4 +290,5 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
 #undef LC_STORE
     }
   }
+#endif
 }
