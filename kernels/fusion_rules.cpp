@@ -24,9 +24,12 @@ IsKernelInput InputsOf(const Partition& p) {
   return [&p](const Node& n) { return p.IsInput(n); };
 }
 
+// A row kernel over fewer rows than cores is worth it up to this many elements.
+constexpr int64_t kSmallRowKernel = 1 << 14;
+
 // Whether `red` reduces trailing dims of a value shaped like `root`, all rows reducing the
 // same number of dims (`*reduced_dims`, 0 until the first), with rows worth a row kernel:
-// long enough for vectors and many enough to spread over the device.
+// long enough for vectors and many enough to spread over the device, or few and small.
 bool RowReduction(const Node& red, const Node& root, size_t* reduced_dims) {
   if ((red.op != Op::kSum && red.op != Op::kMax) || red.dtype != DType::f32) return false;
   const Node& x = *red.operands[0];
@@ -39,7 +42,9 @@ bool RowReduction(const Node& red, const Node& root, size_t* reduced_dims) {
   int64_t row = 1;
   for (size_t d = x.shape.size() - k; d < x.shape.size(); ++d) row *= x.shape[d];
   const int64_t rows = ir::NumElements(x.shape) / std::max<int64_t>(row, 1);
-  if (row < 16 || rows < 16) return false;
+  // Few rows leave cores idle, unless the whole reduction is small: one row of a sampling
+  // step's final norm is one kernel, not a reduction and an elementwise kernel.
+  if (row < 16 || (rows < 16 && rows * row > kSmallRowKernel)) return false;
   *reduced_dims = k;
   return true;
 }

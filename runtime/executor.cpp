@@ -21,6 +21,7 @@
 #include "base/metrics_registry.h"
 #include "ir/half_precision.h"
 #include "ir/post_order.h"
+#include "ir/sink_slices.h"
 #include "kernels/generic_library.h"
 #include "kernels/lower.h"
 #include "kernels/lower_generic.h"
@@ -330,6 +331,17 @@ BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets
     built.rewritten = ir::ComputeHalfInF32(outputs);
     for (size_t k = 0; k < roots.size(); ++k) {
       if (built.rewritten[k] != nullptr) roots[k] = built.rewritten[k].get();
+    }
+    graph.nodes = TopologicalOrder(roots);
+  }
+  // A slice of a value that nothing else reads is taken of its operands (ir/sink_slices.h).
+  std::vector<ir::NodePtr> sunk = ir::SinkSlices(roots, graph.nodes);
+  if (std::any_of(sunk.begin(), sunk.end(), [](const ir::NodePtr& n) { return n != nullptr; })) {
+    built.rewritten.resize(roots.size());
+    for (size_t k = 0; k < roots.size(); ++k) {
+      if (sunk[k] == nullptr) continue;
+      roots[k] = sunk[k].get();
+      built.rewritten[k] = std::move(sunk[k]);  // holds the half-precision nodes it reads too
     }
     graph.nodes = TopologicalOrder(roots);
   }

@@ -54,8 +54,8 @@ std::string PlaceholderMessage(const ir::Node& leaf, const Device& device);
 // scalar index (the graph's key does not depend on them). The nodes stay owned by the caller.
 struct BuiltGraph {
   kernels::Graph graph;
-  // The nodes ir::ComputeHalfInF32 made for a graph with f16 or bf16 values (the graph's nodes
-  // point into them); empty otherwise.
+  // The roots ir::ComputeHalfInF32 and ir::SinkSlices made where they changed the graph (the
+  // graph's nodes point into them); empty otherwise.
   std::vector<ir::NodePtr> rewritten;
   std::vector<std::shared_ptr<ir::Storage>> params;
   std::vector<double> scalars;
