@@ -26,15 +26,6 @@ constexpr int64_t kTailOnlyBelow = int64_t{1} << 16;
 // The work-group width of a row piece `width` columns wide (whole vectors of 16).
 size_t RowsLocal(int64_t width) { return width % 64 == 0 ? 64 : width % 32 == 0 ? 32 : 16; }
 
-// Rows per work-group of a row-form launch `local` columns wide: up to 256 work-items, a power
-// of two that divides `rows`. PoCL pays a scheduling cost per work-group: one row of 32 per
-// group made the rotary embedding's gradient over [16, 64, 4, 32] 4096 groups and 223 us.
-size_t RowsPerGroup(int64_t rows, size_t local) {
-  size_t r = 1;
-  while (r * 2 * local <= 256 && rows % static_cast<int64_t>(r * 2) == 0) r *= 2;
-  return r;
-}
-
 // FNV-1a: unlike absl::Hash, the same in every process.
 uint64_t StableHash(absl::string_view text) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -46,6 +37,14 @@ uint64_t StableHash(absl::string_view text) {
 }
 
 }  // namespace
+
+// PoCL pays a scheduling cost per work-group: one row of 32 per group made the rotary
+// embedding's gradient over [16, 64, 4, 32] 4096 groups and 223 us.
+size_t RowsPerGroup(int64_t rows, size_t local) {
+  size_t r = 1;
+  while (r * 2 * local <= 256 && rows % static_cast<int64_t>(r * 2) == 0) r *= 2;
+  return r;
+}
 
 std::string Emitter::Sym(int64_t v, const std::string& key) {
   if (v == 0 || v == 1) return absl::StrCat(v);
@@ -393,26 +392,47 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
       joined_cols.push_back(col0);
       continue;
     }
+    absl::StrAppend(&text, "static inline void ", entry, "_rows(", params,
+                    ",\n    const idx_t col0, const idx_t row, const idx_t c) {\n  ", entry, "_at(",
+                    names, ", row, col0 + c);\n}\n");
     absl::StrAppend(&text, "__kernel void ", entry, "(", params, ",\n    const idx_t col0) {\n  ",
-                    entry, "_at(", names,
-                    ", (idx_t)get_global_id(1), col0 + (idx_t)get_global_id(0));\n}\n");
+                    entry, "_rows(", names,
+                    ", col0, (idx_t)get_global_id(1), (idx_t)get_global_id(0));\n}\n");
     spec.launches.push_back(Launch{entry,
                                    {static_cast<size_t>(width), static_cast<size_t>(rows)},
                                    {RowsLocal(width), RowsPerGroup(rows, RowsLocal(width))},
                                    {col0}});
   }
+  std::vector<std::string> extra_names;
   if (joined) {
     const int64_t width = pieces[0].hi - pieces[0].lo;
-    absl::StrAppend(&text, "__kernel void ", name, "(", params, joined_params,
-                    ") {\n  const idx_t row = (idx_t)get_global_id(1);\n"
-                    "  const idx_t c = (idx_t)get_global_id(0);\n",
-                    joined_calls, "}\n");
+    std::string joined_names;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      extra_names.push_back(absl::StrCat("col", i));
+      absl::StrAppend(&joined_names, ", col", i);
+    }
+    absl::StrAppend(&text, "static inline void ", name, "_rows(", params, joined_params,
+                    ",\n    const idx_t row, const idx_t c) {\n", joined_calls, "}\n");
+    absl::StrAppend(&text, "__kernel void ", name, "(", params, joined_params, ") {\n  ", name,
+                    "_rows(", names, joined_names,
+                    ", (idx_t)get_global_id(1), (idx_t)get_global_id(0));\n}\n");
     spec.launches.push_back(Launch{name,
                                    {static_cast<size_t>(width), static_cast<size_t>(rows)},
                                    {RowsLocal(width), RowsPerGroup(rows, RowsLocal(width))},
                                    std::move(joined_cols)});
   }
   spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
+  if (spec.launches.size() == 1) {  // one entry point: kernels/merge_rows.h may merge it
+    spec.rows_fn = absl::StrCat(name, "_rows");
+    if (!joined) extra_names = {"col0"};
+    spec.rows_decls = params_;
+    spec.rows_names = names_;
+    for (const std::string& extra : extra_names) {
+      spec.rows_decls.push_back(absl::StrCat("const idx_t ", extra));
+      spec.rows_names.push_back(extra);
+    }
+    spec.rows_wide = idx_ != "int";
+  }
   return spec;
 }
 

@@ -33,6 +33,10 @@ constexpr size_t kLocalSize = 64;
 
 inline size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
+// Rows per work-group of a row-form launch (Emitter::FinishRows) `local` columns wide: up to 256
+// work-items, a power of two that divides `rows`.
+size_t RowsPerGroup(int64_t rows, size_t local);
+
 // An index into a node's value: either one linear (row-major) index or one index per dim.
 struct Index {
   bool linear = true;

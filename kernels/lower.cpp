@@ -15,6 +15,7 @@
 #include "kernels/codegen.h"
 #include "kernels/fusion_rules.h"
 #include "kernels/memory.h"
+#include "kernels/merge_rows.h"
 #include "kernels/partition.h"
 #include "kernels/views.h"
 
@@ -255,7 +256,10 @@ absl::StatusOr<Plan> Lower(const Graph& graph, const Target& target_in) {
   for (int attempt = 0;; ++attempt) {
     Plan plan;
     const int too_big = Emission(p, target, &plan).Run();
-    if (too_big < 0) return plan;
+    if (too_big < 0) {
+      if (target.cpu) MergeRowKernels(&plan, target);
+      return plan;
+    }
     const int victim = LargestFusedOperand(p, too_big);
     if (victim < 0 || attempt > p.size()) {
       return absl::ResourceExhaustedError(absl::StrCat(

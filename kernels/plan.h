@@ -65,6 +65,14 @@ struct KernelSpec {
   std::string fused_ops;
   int64_t bytes = 0;
   int64_t flops = 0;
+  // A row-form kernel of one launch (Emitter::FinishRows) names the function its entry point
+  // calls, `rows_fn(params..., row, c)` for the work-item at (c, row), with the declarations and
+  // names of those parameters (the kernel's arguments, then its launch's extra ones) and whether
+  // its index type is 64-bit; empty otherwise. kernels/merge_rows.h runs two such kernels in
+  // one launch.
+  std::string rows_fn;
+  std::vector<std::string> rows_decls, rows_names;
+  bool rows_wide = false;
 };
 
 struct Plan {

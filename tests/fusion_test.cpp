@@ -474,6 +474,32 @@ TEST(FusionTest, TwoProductsOfOneInputReadByOneChainAreADualProduct) {
   for (size_t i = 0; i < up_got.size(); ++i) EXPECT_NEAR(up_got[i], u[i], 1e-3) << i;
 }
 
+// Two row-form kernels of one program text over other rows and buffers (a layer's rotary
+// embeddings of queries and keys) run as one launch on the CPU strategy (kernels/merge_rows.h);
+// rows of another width keep their own launch. Values against host loops.
+TEST(FusionTest, IndependentRowKernelsOfOneTextShareALaunch) {
+  const std::vector<float> x1v = Values(6 * 32, 0.01f, -0.3f), x2v = Values(3 * 32, -0.02f, 0.7f);
+  const std::vector<float> x3v = Values(5 * 48, 0.03f, 0.1f);
+  const std::vector<float> bv = Values(48, 0.5f, -1.0f);
+  Tensor b = tensor(bv, {48}, kCl);
+  Tensor y1 = tensor(x1v, {6, 32}, kCl) * 2.0 + slice(b, 0, 0, 32);
+  Tensor y2 = tensor(x2v, {3, 32}, kCl) * 2.0 + slice(b, 0, 0, 32);
+  Tensor y3 = tensor(x3v, {5, 48}, kCl) * 2.0 + b;
+  sync({b});
+  const int64_t before = metrics::counter("KernelLaunches");
+  sync({y1, y2, y3});
+  EXPECT_EQ(metrics::counter("KernelLaunches") - before, CpuStrategy() ? 2 : 3);
+  auto expect = [&](const Tensor& y, const std::vector<float>& xv, int64_t cols) {
+    const std::vector<float> got = y.to_vector<float>();
+    ASSERT_EQ(got.size(), xv.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], xv[i] * 2.0f + bv[i % static_cast<size_t>(cols)], 1e-6) << i;
+  };
+  expect(y1, x1v, 32);
+  expect(y2, x2v, 32);
+  expect(y3, x3v, 48);
+}
+
 TEST(FusionTest, BatchedMatmulWithTransposedOperandAndSecondBufferIsOneKernel) {
   const int64_t bt = 3, m = 9, k = 40, n = 33;
   const std::vector<float> av = Values(bt * k * m, 0.02f, -1.0f);  // stored [bt, k, m]
