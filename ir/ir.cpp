@@ -510,6 +510,20 @@ absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
   return Finish(std::move(n));
 }
 
+NodePtr WithOperands(const Node& n, absl::FunctionRef<NodePtr(const NodePtr&)> now) {
+  bool changed = false;
+  std::vector<NodePtr> operands;
+  operands.reserve(n.operands.size());
+  for (const NodePtr& operand : n.operands) {
+    operands.push_back(now(operand));
+    changed = changed || operands.back() != operand;
+  }
+  if (!changed) return nullptr;
+  Node copy = n;
+  copy.operands = std::move(operands);
+  return Finish(std::move(copy));
+}
+
 std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
                                 const absl::flat_hash_map<const Node*, NodePtr>& replace) {
   // The new node of each node walked; null where it is unchanged (the node itself is kept,
@@ -522,21 +536,7 @@ std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
   const std::vector<const Node*> order =
       PostOrder(roots, [&](const Node& n) { return replace.contains(&n); });
   for (const Node* n : order) {
-    if (replace.contains(n)) continue;
-    bool changed = false;
-    std::vector<NodePtr> operands;
-    operands.reserve(n->operands.size());
-    for (const NodePtr& operand : n->operands) {
-      operands.push_back(now(operand));
-      changed = changed || operands.back() != operand;
-    }
-    if (!changed) {
-      done[n] = nullptr;
-    } else {
-      Node copy = *n;
-      copy.operands = std::move(operands);
-      done[n] = Finish(std::move(copy));
-    }
+    if (!replace.contains(n)) done[n] = WithOperands(*n, now);
   }
   std::vector<NodePtr> out;
   out.reserve(roots.size());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "ir/op_table.h"
 #include "ir/shape.h"
@@ -98,6 +99,10 @@ absl::StatusOr<NodePtr> MakeGather(NodePtr x, int64_t dim, NodePtr index);
 // an index outside [0, x.shape[dim]) drops its element. index and src have one shape, whose dims
 // other than `dim` are at most x's; the result has x's shape and dtype (f32, i32 or i64).
 absl::StatusOr<NodePtr> MakeScatterAdd(NodePtr x, int64_t dim, NodePtr index, NodePtr src);
+
+// `n` with each operand o swapped for now(o), or null where every operand stays as it is: the
+// step of each pass that rebuilds a graph (Substitute, SinkSlices).
+NodePtr WithOperands(const Node& n, absl::FunctionRef<NodePtr(const NodePtr&)> now);
 
 // Rebuilds `roots` with every node in `replace` swapped for its replacement (shapes and dtypes
 // must match); nodes that reach no replaced node are shared, not copied.

@@ -79,17 +79,8 @@ class Sinker {
         moved_ = true;
         continue;
       }
-      bool changed = false;
-      std::vector<NodePtr> operands;
-      operands.reserve(n->operands.size());
-      for (const NodePtr& o : n->operands) {
-        operands.push_back(Now(o));
-        changed = changed || operands.back() != o;
-      }
-      if (!changed) continue;
-      Node copy = *n;
-      copy.operands = std::move(operands);
-      done_[n] = FinishNode(std::move(copy));
+      if (NodePtr rebuilt = WithOperands(*n, [this](const NodePtr& o) { return Now(o); }))
+        done_[n] = std::move(rebuilt);
     }
     std::vector<NodePtr> out;
     for (const Node* root : roots_) {
