@@ -38,6 +38,11 @@ std::vector<KernelProfile> kernel_profile() {
   return out;
 }
 
+LaunchGaps launch_gaps() {
+  const runtime::profile::Gaps g = runtime::profile::LaunchGaps();
+  return {g.host_gaps, g.host_ns / 1e6, g.handoff_gaps, g.handoff_ns / 1e6};
+}
+
 std::string profile() { return runtime::profile::Report(); }
 
 void reset_profile() { runtime::profile::Reset(); }

@@ -21,6 +21,8 @@ struct Registry {
   std::vector<KernelRow> rows;                      // guarded by mu; a tag is an index
   absl::flat_hash_map<std::string, int64_t> index;  // guarded by mu
   std::vector<std::string> errors;                  // guarded by mu: failed reads of timings
+  Gaps gaps;                                        // guarded by mu
+  absl::flat_hash_map<int, uint64_t> last_end_ns;   // guarded by mu: per device
   std::atomic<int64_t> generation{0};
 };
 
@@ -98,6 +100,18 @@ void Collect(int device, backend::Device& d) {
     ++row.launches;
     const double ns = t.end_ns > t.start_ns ? static_cast<double>(t.end_ns - t.start_ns) : 0;
     const unsigned bit = 1u << (t.tag % kLaunchesPerTag);
+    auto [last, first_on_device] = r.last_end_ns.try_emplace(device, t.end_ns);
+    if (!first_on_device && (row.seen_launches & bit) != 0 && t.start_ns >= last->second) {
+      const double gap = static_cast<double>(t.start_ns - last->second);
+      if (t.queued_ns > last->second) {
+        ++r.gaps.host_gaps;
+        r.gaps.host_ns += gap;
+      } else {
+        ++r.gaps.handoff_gaps;
+        r.gaps.handoff_ns += gap;
+      }
+    }
+    last->second = t.end_ns;
     if ((row.seen_launches & bit) == 0) {
       row.seen_launches |= bit;
       // A first run counts from its submission: PoCL compiles it between submission and start.
@@ -125,8 +139,16 @@ std::vector<KernelRow> Rows() {
   return rows;
 }
 
+Gaps LaunchGaps() {
+  ForEachOpenDevice([](int index, backend::Device& d) { Collect(index, d); });
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.gaps;
+}
+
 std::string Report() {
   const std::vector<KernelRow> rows = Rows();
+  const Gaps gaps = LaunchGaps();
   double total_ns = 0, first_ns = 0;
   int64_t runs = 0;
   for (const KernelRow& row : rows) {
@@ -139,6 +161,15 @@ std::string Report() {
       "run, %.3f ms in first runs (which include compiling for the launch); OpenCL profiling "
       "events\n",
       rows.size(), runs, total_ns / 1e6, first_ns / 1e6);
+  auto mean_us = [](double ns, int64_t n) { return n > 0 ? ns / 1e3 / static_cast<double>(n) : 0; };
+  absl::StrAppend(
+      &out,
+      absl::StrFormat(
+          "idle between launches: %.3f ms waiting for the host to enqueue the next kernel "
+          "(%d gaps, %.1f us each), %.3f ms starting a kernel already enqueued (%d gaps, "
+          "%.1f us each)\n",
+          gaps.host_ns / 1e6, gaps.host_gaps, mean_us(gaps.host_ns, gaps.host_gaps),
+          gaps.handoff_ns / 1e6, gaps.handoff_gaps, mean_us(gaps.handoff_ns, gaps.handoff_gaps)));
   absl::StrAppend(&out, absl::StrFormat("%6s %10s %7s %9s %9s %8s %8s %8s  %-32s %s\n", "share",
                                         "total_ms", "runs", "mean_us", "first_us", "launches",
                                         "GB/s", "GFLOP/s", "ops", "kernel"));
@@ -172,6 +203,8 @@ void Reset() {
   r.rows.clear();
   r.index.clear();
   r.errors.clear();
+  r.gaps = Gaps();
+  r.last_end_ns.clear();
   ++r.generation;
 }
 

@@ -29,6 +29,18 @@ struct KernelRow {
   unsigned seen_launches = 0;  // bit l: launch l of the kernel has had its first run
 };
 
+// The device's idle time between consecutive profiled launches of one device (an in-order
+// queue: from one kernel's end to the next one's start). `host`: the next kernel was enqueued
+// only after the previous had ended, so the device waited for the host; `handoff`: it was
+// enqueued already, and the driver took that long to start it (on PoCL, waking its worker
+// threads). Gaps before a kernel's first run (which compiles it) are left out.
+struct Gaps {
+  int64_t host_gaps = 0;
+  double host_ns = 0;
+  int64_t handoff_gaps = 0;
+  double handoff_ns = 0;
+};
+
 bool Enabled();
 // Turns profiling on or off for every device, open or opened later. Off first reads the
 // timings still waiting; rows stay until Reset.
@@ -50,6 +62,8 @@ void MaybeCollect(int device, backend::Device& d);
 // Every row with at least one run, after reading every open device's timings, by device time
 // after the first run, longest first.
 std::vector<KernelRow> Rows();
+// The gaps between the launches profiled so far, after reading every open device's timings.
+Gaps LaunchGaps();
 // The rows as a table: share of the total, total and mean time after the first run, the first
 // run's time, runs, launches, GB/s, GFLOP/s, the fused ops and the kernel.
 std::string Report();

@@ -1,15 +1,18 @@
 // The kernel profiler (lazycl/profile.h, LAZYCL_PROFILE): one row per generated kernel with its
 // fused ops, runs and launches, device times from OpenCL events with the first run apart, and
 // byte and FLOP rates whose accounting is checked against the shapes that ran.
+#include <chrono>
 #include <cmath>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/settings.h"
 #include "gtest/gtest.h"
 #include "lazycl/lazycl.h"
 #include "lazycl/profile.h"
+#include "runtime/tiering.h"
 
 namespace lazycl {
 namespace {
@@ -87,6 +90,44 @@ TEST(Profile, RowsPerKernelWithFusedOpsTimesAndRates) {
   EXPECT_EQ(Find(metrics::kernel_profile(), "f32[3000]")->runs, 1);
   EXPECT_EQ(Find(metrics::kernel_profile(), "f32[3000]")->mean_us, 0);  // no later run
   metrics::set_profiling(false);
+}
+
+// The idle time between kernels: kernels of one graph, enqueued together, long enough that the
+// next is enqueued before the previous ends, have hand-off gaps between them; a kernel enqueued
+// after the previous had finished (the host slept in between) is a gap spent waiting for the
+// host, at least as long as the sleep.
+TEST(Profile, GapsBetweenLaunchesSayWhoTheDeviceWaitedFor) {
+  const Device cl = Device::opencl(0);
+  const int64_t n = int64_t{1} << 21;
+  const Tensor a = randn({n}, 1, DType::f32, cl), b = randn({n}, 2, DType::f32, cl);
+  sync({a, b});
+  auto step = [&] { sync({exp(a) + 1.0, tanh(b) * 2.0, exp(b) - 1.0}); };
+  // First runs: on the generic kernels while the fused ones build (tiered execution), then on
+  // the fused ones.
+  step();
+  runtime::WaitForBackgroundBuilds();
+  for (int i = 0; i < 4; ++i) step();
+  metrics::set_profiling(true);
+  metrics::reset_profile();
+  step();  // each kernel's first profiled run: no gap counted before it
+  step();
+  (void)metrics::launch_gaps();  // waits for the kernels so far: the device is idle from here
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  step();
+  const metrics::LaunchGaps gaps = metrics::launch_gaps();
+  metrics::set_profiling(false);
+  EXPECT_GE(gaps.host_gaps, 1);
+  EXPECT_GE(gaps.host_ms, 29.0) << "the 30 ms sleep with the device idle";
+  // Four chances (two a step), one enough: a loaded machine may deschedule the host between
+  // two enqueues for longer than a kernel runs.
+  EXPECT_GE(gaps.handoff_gaps, 1);
+  EXPECT_GE(gaps.handoff_ms, 0.0);
+  EXPECT_LT(gaps.handoff_ms, gaps.host_ms);
+  const std::string table = metrics::profile();
+  EXPECT_NE(table.find("idle between launches:"), std::string::npos) << table;
+  metrics::reset_profile();
+  const metrics::LaunchGaps none = metrics::launch_gaps();
+  EXPECT_EQ(none.host_gaps + none.handoff_gaps, 0);
 }
 
 // Host tensors launch nothing, so they add no rows.

@@ -36,7 +36,21 @@ bool profiling();
 // total_ms first.
 std::vector<KernelProfile> kernel_profile();
 
-// kernel_profile() as a table.
+// The device's idle time between one profiled kernel's end and the next one's start (each
+// device runs its kernels in order): where the next kernel was enqueued only after the previous
+// had finished (the device waited for the host: building graphs, the program's own work), and
+// where it was enqueued already (the driver's hand-off between kernels; on PoCL, waking its
+// worker threads). Gaps before a kernel's first run, which compiles it, are left out. Wall
+// time beyond the device time of kernel_profile() is mostly these.
+struct LaunchGaps {
+  int64_t host_gaps = 0;
+  double host_ms = 0;
+  int64_t handoff_gaps = 0;
+  double handoff_ms = 0;
+};
+LaunchGaps launch_gaps();
+
+// kernel_profile() as a table, after a line with launch_gaps().
 std::string profile();
 
 // Forgets what was profiled so far (metrics::reset() leaves the profile alone).
