@@ -73,6 +73,10 @@ class Sinker {
       for (const NodePtr& o : n->operands) ++users_[o.get()];
     }
     for (const Node* root : roots_) ++users_[root];
+    const bool movable = std::any_of(order_.begin(), order_.end(), [&](const Node* n) {
+      return n->op == Op::kSlice && Movable(*n->operands[0]);
+    });
+    if (!movable) return std::vector<NodePtr>(roots_.size());
     for (const Node* n : order_) {
       if (n->op == Op::kSlice && Movable(*n->operands[0])) {
         done_[n] = Slice(n->operands[0], {n->args, n->shape}, 0);
