@@ -372,7 +372,7 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
   spec.args = args_;
   const KernelArgSpec::Kind col_kind =
       idx_ == "int" ? KernelArgSpec::Kind::kInt32 : KernelArgSpec::Kind::kInt64;
-  std::string joined_params, joined_calls;
+  std::string joined_params, joined_names, joined_calls;
   std::vector<KernelArgSpec> joined_cols;
   for (size_t i = 0; i < pieces.size(); ++i) {
     const RowPiece& p = pieces[i];
@@ -388,6 +388,7 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
     col0.value = p.lo;
     if (joined) {
       absl::StrAppend(&joined_params, ",\n    const idx_t col", i);
+      absl::StrAppend(&joined_names, ", col", i);
       absl::StrAppend(&joined_calls, "  ", entry, "_at(", names, ", row, col", i, " + c);\n");
       joined_cols.push_back(col0);
       continue;
@@ -403,14 +404,8 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
                                    {RowsLocal(width), RowsPerGroup(rows, RowsLocal(width))},
                                    {col0}});
   }
-  std::vector<std::string> extra_names;
   if (joined) {
     const int64_t width = pieces[0].hi - pieces[0].lo;
-    std::string joined_names;
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      extra_names.push_back(absl::StrCat("col", i));
-      absl::StrAppend(&joined_names, ", col", i);
-    }
     absl::StrAppend(&text, "static inline void ", name, "_rows(", params, joined_params,
                     ",\n    const idx_t row, const idx_t c) {\n", joined_calls, "}\n");
     absl::StrAppend(&text, "__kernel void ", name, "(", params, joined_params, ") {\n  ", name,
@@ -424,12 +419,12 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
   spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
   if (spec.launches.size() == 1) {  // one entry point: kernels/merge_rows.h may merge it
     spec.rows_fn = absl::StrCat(name, "_rows");
-    if (!joined) extra_names = {"col0"};
     spec.rows_decls = params_;
     spec.rows_names = names_;
-    for (const std::string& extra : extra_names) {
-      spec.rows_decls.push_back(absl::StrCat("const idx_t ", extra));
-      spec.rows_names.push_back(extra);
+    // Its launch's extra arguments are the column starts col0, col1, ... of its pieces.
+    for (size_t i = 0; i < spec.launches[0].extra_args.size(); ++i) {
+      spec.rows_decls.push_back(absl::StrCat("const idx_t col", i));
+      spec.rows_names.push_back(absl::StrCat("col", i));
     }
     spec.rows_wide = idx_ != "int";
   }
