@@ -226,6 +226,19 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
         LC_ROWS(LC_AHEAD)
 #undef LC_AHEAD
       }
+      // The next pass's rows of B, a share of them per block, fetched while this pass computes:
+      // its copy into the panel otherwise waits on rows that are N floats apart, a page each at
+      // N = 1024, which the hardware prefetchers do not follow (+4-10% on [256, 1024] x
+      // [1024, 1024], +2% at 1024 and 2048 on a Zen 4 EPYC; no change where K <= KB).
+      if (!last && !direct && b_sn == 1 && full) {
+        const long blocks = (m_end - m_begin + MR - 1) / MR;
+        const long per = (KB + blocks - 1) / blocks;
+        const long first = ((m0 - m_begin) / MR) * per;
+        const long kn2 = min((long)KB, K - k0 - KB);
+        for (long k = first; k < min(first + per, kn2); ++k) {
+          for (int j = 0; j < NR; j += 16) LC_PREFETCH(bk + (KB + k) * b_sk + n0 + j);
+        }
+      }
 #define LC_ROW_FMA(i)                  \
   {                                    \
     const LC_FV x = (LC_FV)(a##i[ak]); \
