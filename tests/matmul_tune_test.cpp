@@ -246,6 +246,21 @@ TEST_F(TuneCacheTest, WrittenReusedAndCorruptEntriesRetuned) {
                                        runtime::SimdOf(runtime::OpenClDevice(0).info())))
         << "not rewritten after: " << text;
   }
+  // On a CPU the key names the processor (family, model, stepping), which the device name does
+  // not: an entry tuned on another generation of the same-named device is re-tuned.
+  const std::string key = runtime::TuneCacheKey(runtime::OpenClDevice(0).info());
+  if (runtime::OpenClDevice(0).info().type == base::DeviceType::kCpu &&
+      std::filesystem::exists("/proc/cpuinfo")) {
+    const size_t cpu = key.find("|cpu ");
+    ASSERT_NE(cpu, std::string::npos) << key;
+    EXPECT_NE(key.find(" family ", cpu), std::string::npos) << key;
+    EXPECT_NE(key.find(" model ", cpu), std::string::npos) << key;
+    Write(path, "lazycl matmul tune v1\nkey: " + key.substr(0, cpu) +
+                    "|cpu AnotherVendor family 99 model 1 stepping 0\nblocking: " +
+                    good.substr(good.find("blocking: ") + 10));
+    EXPECT_FALSE(Tune().from_cache) << Read(path);
+    EXPECT_TRUE(Tune().from_cache);
+  }
   // An entry that cannot be read at all (a directory in its place) is re-tuned too.
   std::filesystem::remove(path);
   std::filesystem::create_directory(path);
