@@ -34,15 +34,20 @@ absl::StatusOr<std::vector<ir::NodePtr>> HoistInvariants(const StepLoop& loop, i
   for (const ir::NodePtr& n : loop.carry_in) per_step.insert(n->storage.get());
   for (const ir::NodePtr& n : loop.x_in) per_step.insert(n->storage.get());
   backend::BufferManager& buffers = OpenClDevice(loop.device).buffers();
-  absl::flat_hash_map<const ir::Node*, bool> varies;
-  // Cost of the invariant subexpression at a node; -1 when it reads a placeholder (which the
-  // step loop reports) and cannot be computed ahead.
-  absl::flat_hash_map<const ir::Node*, int64_t> cost;
-  std::vector<const ir::Node*> order = ir::PostOrder(loop.outputs);
-  for (const ir::Node* n : order) {
+  const std::vector<const ir::Node*> order = ir::PostOrder(loop.outputs);
+  // Per node, by its position in `order` (operands come first): whether it varies with the
+  // step, and the cost of its invariant subexpression (-1 when it reads a placeholder, which
+  // the step loop reports, and cannot be computed ahead).
+  absl::flat_hash_map<const ir::Node*, int> position;
+  position.reserve(order.size());
+  std::vector<uint8_t> varies(order.size());
+  std::vector<int64_t> cost(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const ir::Node* n = order[i];
+    position.emplace(n, static_cast<int>(i));
     if (n->op == ir::Op::kBuffer) {
-      varies[n] = per_step.contains(n->storage.get());
-      cost[n] = n->storage != nullptr && buffers.IsWritten(n->storage->id()) ? 0 : -1;
+      varies[i] = per_step.contains(n->storage.get());
+      cost[i] = n->storage != nullptr && buffers.IsWritten(n->storage->id()) ? 0 : -1;
       continue;
     }
     bool v = false;
@@ -50,20 +55,21 @@ absl::StatusOr<std::vector<ir::NodePtr>> HoistInvariants(const StepLoop& loop, i
                 : ir::IsLeaf(n->op) || ir::IsView(n->op) ? 0
                                                          : kernels::kExpensivePerElement;
     for (const ir::NodePtr& o : n->operands) {
-      v = v || varies[o.get()];
-      const int64_t oc = cost[o.get()];
-      c = oc < 0 || c < 0 ? -1 : std::min<int64_t>(c + oc, int64_t{1} << 30);
+      const int at = position.at(o.get());
+      v = v || varies[at];
+      c = cost[at] < 0 || c < 0 ? -1 : std::min<int64_t>(c + cost[at], int64_t{1} << 30);
     }
-    varies[n] = v;
-    cost[n] = c;
+    varies[i] = v;
+    cost[i] = c;
   }
   std::vector<const ir::Node*> hoist;
   absl::flat_hash_set<const ir::Node*> chosen;
-  for (const ir::Node* n : order) {
-    if (!varies[n]) continue;
-    for (const ir::NodePtr& o : n->operands) {
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (!varies[i]) continue;
+    for (const ir::NodePtr& o : order[i]->operands) {
       const ir::Node* x = o.get();
-      if (varies[x] || ir::IsLeaf(x->op) || cost[x] < kernels::kExpensivePerElement) continue;
+      const int at = position.at(x);
+      if (varies[at] || ir::IsLeaf(x->op) || cost[at] < kernels::kExpensivePerElement) continue;
       // Below its views: a table broadcast over heads is computed once at its own size, and
       // the body reads it through the broadcast.
       while (ir::IsView(x->op) && !ir::IsLeaf(x->operands[0]->op)) x = x->operands[0].get();
