@@ -54,8 +54,9 @@ bool SysCacheIs(int index, int level, const char* type) {
 
 // "|cpu <vendor> family F model M stepping S": a CPU device's name (PoCL's names its LLVM
 // target and the model name, which a virtual machine may shorten to "AMD EPYC") does not tell
-// two CPU generations apart, and a blocking tuned on one need not suit the other (one such VM
-// ran matmuls at 440 GFLOP/s one day and 180 another); "" without /proc/cpuinfo.
+// two CPU generations apart, and a blocking tuned on one need not suit the other (the CI VM's
+// one device name ran 1024^3 at 440 GFLOP/s one day and 180 two days later, on family 25
+// model 17, with JAX's falling alike); "" without /proc/cpuinfo.
 std::string CpuIdentity() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, vendor, family, model, stepping;
