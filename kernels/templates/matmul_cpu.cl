@@ -250,6 +250,18 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
           const long ak = k * a_sk;
           LC_ROWS(LC_ROW_FMA)
         }
+      } else if (a_sm == 1) {
+        // A^T read in place: for each k a block's rows share a line, and the lines of
+        // consecutive k are a_sk floats apart (8 KiB at 2048), so they fall into a few cache sets
+        // and are evicted before the next block reads the other half of them; each is fetched 32
+        // k ahead instead (2048^3 A^T B 1.4-1.6x faster on a Zen 4 EPYC, 1024^3 1.03x; 16 and
+        // 64 ahead were no better).
+        for (long k = 0; k < kn; ++k) {
+          if (k + 32 < kn) LC_PREFETCH(a0 + (k + 32) * a_sk);
+          LC_VECS(LC_LOAD_B, 0)
+          const long ak = k * a_sk;
+          LC_ROWS(LC_ROW_FMA)
+        }
       } else {
         for (long k = 0; k < kn; ++k) {
           LC_VECS(LC_LOAD_B, 0)
