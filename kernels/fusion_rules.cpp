@@ -163,31 +163,9 @@ void MaterializeSharedExpensiveNodes(Partition* p) {
         if (i != r) ++kernels_using[i];
       }
     }
-    // The distinct kernel inputs at least as large as node i that its region reads.
-    auto full_reads = [&](int i, const std::vector<int>& region) {
-      const int64_t elements = ir::NumElements(p->node(i).shape);
-      absl::flat_hash_set<int> read;
-      for (int j : region) {
-        for (const ir::NodePtr& o : p->node(j).operands) {
-          const int k = p->IndexOf(*o);
-          if (p->IsInput(k) && (o->op == Op::kBuffer || !ir::IsLeaf(o->op)) &&
-              ir::NumElements(o->shape) >= elements)
-            read.insert(k);
-        }
-      }
-      return static_cast<int>(read.size());
-    };
     for (int i = 0; i < p->size(); ++i) {
-      if (kernels_using[i] < 2 || p->IsInput(i)) continue;
-      const std::vector<int> region = p->Region(i);
-      // Nor is one recomputed whose recomputing reads much more than storing it would: m
-      // kernels recomputing a subexpression that reads k values of its size read m * k of them,
-      // storing it costs k + 1 + m and a launch, so it is stored from m * k >= 2 (k + 1 + m) (a
-      // residual stream summed over the layers of an unrolled model, read by every later
-      // layer's kernels: in a traced char-LM forward its row kernels took 38-56 us each
-      // recomputing it, 10-12 once it was stored).
-      const int m = kernels_using[i], k = full_reads(i, region);
-      if (static_cast<int>(region.size()) > kMaxRecomputedNodes || m * k >= 2 * (k + 1 + m)) {
+      if (kernels_using[i] >= 2 && !p->IsInput(i) &&
+          static_cast<int>(p->Region(i).size()) > kMaxRecomputedNodes) {
         p->SetRoot(i, true);
         changed = true;
         break;

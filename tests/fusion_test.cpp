@@ -500,57 +500,6 @@ TEST(FusionTest, IndependentRowKernelsOfOneTextShareALaunch) {
   expect(y3, x3v, 48);
 }
 
-// A sum of five inputs read by six kernels (a residual stream read by every layer's norm in
-// an unrolled model): recomputing it would read all five in each of the six, so it is computed
-// once and read as one buffer (one more launch than the six reductions of a stored sum).
-TEST(FusionTest, ASharedSumOfManyInputsReadByManyKernelsIsComputedOnce) {
-  const int64_t rows = 64, cols = 128;
-  std::vector<std::vector<float>> av;
-  std::vector<Tensor> a;
-  for (int i = 0; i < 5; ++i) {
-    av.push_back(Values(rows * cols, 0.001f * static_cast<float>(i + 1), -0.05f * i));
-    a.push_back(tensor(av.back(), {rows, cols}, kCl));
-  }
-  sync(a);
-  auto readers = [&](const Tensor& s) {
-    return std::vector<Tensor>{sum(s, {1}),     max(s, {1}),      min(s, {1}),
-                               sum(s * s, {1}), sum(abs(s), {1}), sum(exp(s * 0.01), {1})};
-  };
-  auto launches = [](const std::vector<Tensor>& ts) {
-    const int64_t before = metrics::counter("KernelLaunches");
-    sync(ts);
-    return metrics::counter("KernelLaunches") - before;
-  };
-  Tensor stored = a[0] + a[1] + a[2] + a[3] + a[4];
-  sync({stored});
-  const int64_t over_stored = launches(readers(stored));
-  const std::vector<Tensor> got = readers(a[0] + a[1] + a[2] + a[3] + a[4]);
-  EXPECT_EQ(launches(got), over_stored + 1);
-  std::vector<double> sv(static_cast<size_t>(rows * cols));
-  for (size_t e = 0; e < sv.size(); ++e) {
-    float t = av[0][e];
-    for (int i = 1; i < 5; ++i) t += av[i][e];
-    sv[e] = t;
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    double want[6] = {0, -1e30, 1e30, 0, 0, 0};
-    for (int64_t c = 0; c < cols; ++c) {
-      const double v = sv[static_cast<size_t>(r * cols + c)];
-      want[0] += v;
-      want[1] = std::max(want[1], v);
-      want[2] = std::min(want[2], v);
-      want[3] += v * v;
-      want[4] += std::fabs(v);
-      want[5] += std::exp(v * 0.01);
-    }
-    for (int k = 0; k < 6; ++k) {
-      const double value = got[k].to_vector<float>()[static_cast<size_t>(r)];
-      EXPECT_NEAR(value, want[k], 1e-4 * (1 + std::fabs(want[k])))
-          << "reader " << k << " row " << r;
-    }
-  }
-}
-
 TEST(FusionTest, BatchedMatmulWithTransposedOperandAndSecondBufferIsOneKernel) {
   const int64_t bt = 3, m = 9, k = 40, n = 33;
   const std::vector<float> av = Values(bt * k * m, 0.02f, -1.0f);  // stored [bt, k, m]
