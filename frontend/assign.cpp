@@ -113,10 +113,12 @@ Tensor& Tensor::copy_from_host(const void* src, size_t bytes) {
   }
   // Into the tensor's own buffer when nobody else can see the old values: its leaf is held only
   // by this tensor and `old`, no other leaf shares its storage, and its bytes are not waiting in
-  // a file. Commands already enqueued that read it run first (the copy is on the same in-order
-  // queue and waits). Otherwise into a new buffer, to which the tensor is rebound.
+  // a file or for a deferred scan (which would write them later). Commands already enqueued that
+  // read it run first (the copy is on the same in-order queue and waits). Otherwise into a new
+  // buffer, to which the tensor is rebound.
   if (old->op == ir::Op::kBuffer && old.use_count() == 2 && old->storage.use_count() == 1 &&
-      !old->storage->manager().PendingSource(old->storage->id()).has_value()) {
+      !old->storage->manager().PendingSource(old->storage->id()).has_value() &&
+      !old->storage->pending()) {
     if (bytes > 0) {
       base::ThrowIfError(old->storage->manager().Upload(old->storage->id(), src, 0, bytes));
     }

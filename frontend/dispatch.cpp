@@ -42,14 +42,14 @@ Device OpDevice(std::span<const Tensor* const> operands, absl::string_view op) {
   return device;
 }
 
-namespace {
-
 std::shared_ptr<ir::Storage> NewStorage(Device device, size_t bytes, std::string label) {
   backend::BufferManager* manager =
       device.is_host() ? static_cast<backend::BufferManager*>(&backend::HostMemory())
                        : &runtime::OpenClDevice(device.index()).buffers();
   return std::make_shared<ir::Storage>(device, manager, bytes, std::move(label));
 }
+
+namespace {
 
 // Computes a device tensor if it is pending; Error if that needs a placeholder's data.
 void Compute(const Tensor& t) {
@@ -79,7 +79,8 @@ struct BufferRange {
 std::optional<BufferRange> ReadableRange(const ir::Node& n) {
   switch (n.op) {
     case ir::Op::kBuffer:
-      if (!n.storage->manager().IsWritten(n.storage->id())) return std::nullopt;
+      if (n.storage->pending() || !n.storage->manager().IsWritten(n.storage->id()))
+        return std::nullopt;
       return BufferRange{&n, 0};
     case ir::Op::kReshape:
       return ReadableRange(*n.operands[0]);

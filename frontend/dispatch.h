@@ -50,6 +50,9 @@ void ReadBytes(const Tensor& t, void* dst);
 // Copies between host and devices (counted).
 Tensor Transfer(const Tensor& t, Device to);
 
+// A declared buffer of `bytes` on `device` (memory is taken at its first write).
+std::shared_ptr<ir::Storage> NewStorage(Device device, size_t bytes, std::string label);
+
 // A new tensor holding a copy of `bytes` host bytes.
 Tensor FromHostBytes(const void* data, size_t bytes, DType dtype, ir::Shape shape, Device device);
 

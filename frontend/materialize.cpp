@@ -41,7 +41,14 @@ absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
   std::map<int, Group> by_device;
   for (TensorImpl* t : tensors) {
     ir::NodePtr node = NodeOf(*t);
-    if (!t->device.is_opencl() || node->op == ir::Op::kBuffer) continue;
+    if (!t->device.is_opencl()) continue;
+    if (node->op == ir::Op::kBuffer) {
+      // A deferred scan's result (runtime/storage.h: Producer) is computed when first needed.
+      if (node->storage->pending()) {
+        if (absl::Status s = node->storage->Produce(); !s.ok()) return s;
+      }
+      continue;
+    }
     Group& g = by_device[t->device.index()];
     auto [it, inserted] = g.output_of.emplace(node.get(), static_cast<int>(g.outputs.size()));
     if (inserted) {

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/metrics_registry.h"
 #include "base/status.h"
 #include "frontend/autograd.h"
 #include "frontend/captures.h"
@@ -16,6 +17,7 @@
 #include "frontend/trace_scope.h"
 #include "frontend/user_code.h"
 #include "ir/ir.h"
+#include "ir/post_order.h"
 #include "lazycl/autograd.h"
 #include "lazycl/factories.h"
 #include "lazycl/function.h"
@@ -127,11 +129,59 @@ void CheckNotPlaceholders(const std::vector<Tensor>& inputs, Device device) {
   for (const Tensor& t : inputs) {
     const ir::NodePtr node = frontend::NodeOf(*t.impl());
     const ir::Node& leaf = *node;
-    if (!leaf.storage->placeholder() || leaf.storage->manager().IsWritten(leaf.storage->id()))
+    if (leaf.op != ir::Op::kBuffer || !leaf.storage->placeholder() ||
+        leaf.storage->manager().IsWritten(leaf.storage->id()))
       continue;
     base::Throw(absl::FailedPreconditionError(
         absl::StrCat("scan: ", runtime::PlaceholderMessage(leaf, device))));
   }
+}
+
+// A placeholder the body captured (read, not taken as a carry or an xs slice) has no data for
+// the steps to compute with: said when scan is called, not when its results are first read.
+void CheckCapturedPlaceholders(const runtime::StepLoop& loop, Device device) {
+  absl::flat_hash_set<const ir::Storage*> inputs;
+  for (const ir::NodePtr& n : loop.carry_in) inputs.insert(n->storage.get());
+  for (const ir::NodePtr& n : loop.x_in) inputs.insert(n->storage.get());
+  for (const ir::Node* n : ir::PostOrder(loop.outputs)) {
+    if (n->op != ir::Op::kBuffer || inputs.contains(n->storage.get()) ||
+        !n->storage->placeholder() || n->storage->manager().IsWritten(n->storage->id()))
+      continue;
+    base::Throw(absl::FailedPreconditionError(
+        absl::StrCat("scan: the body reads a placeholder it captured (",
+                     n->storage->manager().Label(n->storage->id()),
+                     "): ", runtime::PlaceholderMessage(*n, device))));
+  }
+}
+
+// The deferred run of a device scan (its Producer): computes the inputs, then the steps into the
+// declared results that someone still holds. Leaves nothing half-done queued on failure.
+absl::Status RunDeferred(runtime::StepLoop& loop, const std::vector<Tensor>& inputs,
+                         const std::vector<std::weak_ptr<ir::Storage>>& carry_out,
+                         const std::vector<std::weak_ptr<ir::Storage>>& stacked_out,
+                         Device device) {
+  std::vector<TensorImpl*> impls;
+  for (const Tensor& t : inputs) impls.push_back(t.impl().get());
+  absl::Status status = frontend::Materialize(impls, /*wait=*/false);
+  for (size_t i = 0; status.ok() && i < inputs.size(); ++i) {
+    const ir::NodePtr leaf = frontend::NodeOf(*inputs[i].impl());
+    if (!leaf->storage->manager().IsWritten(leaf->storage->id())) {
+      status = absl::FailedPreconditionError(
+          absl::StrCat("scan: ", runtime::PlaceholderMessage(*leaf, device)));
+    } else if (i < loop.carry_in.size()) {
+      loop.init.push_back(leaf->storage);
+    } else {
+      loop.xs.push_back(leaf->storage);
+    }
+  }
+  if (!status.ok()) {
+    (void)runtime::OpenClDevice(device.index()).Finish();
+    return status;
+  }
+  for (const auto& w : carry_out) loop.carry_out.push_back(w.lock());
+  for (const auto& w : stacked_out) loop.stacked_out.push_back(w.lock());
+  absl::StatusOr<runtime::StepLoopResult> run = runtime::RunStepLoop(loop);
+  return run.ok() ? absl::OkStatus() : run.status();
 }
 
 // The body traced once on placeholders (or zeros) of one step's carries and xs slices.
@@ -291,7 +341,10 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   for (const Tensor* t : operands) record = record || t->requires_grad();
   record = record && is_grad_enabled();
 
-  // Inputs become computed device buffers: xs are then read in place, slice by slice.
+  // The inputs stay as they are (pending or not): the scan is deferred. What it will compute is
+  // settled now (the body is traced, its errors thrown here), and its results are declared as
+  // buffers whose Producer runs the steps when one of them is first needed (a graph reads it,
+  // it is read back, another scan reads it), like any other lazy value.
   std::vector<Tensor> init_d, xs_d;
   for (size_t i = 0; i < init.size(); ++i)
     init_d.push_back(OnDevice(init[i], device, static_cast<int>(i)));
@@ -299,21 +352,6 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
     xs_d.push_back(OnDevice(xs[j], device, static_cast<int>(init.size() + j)));
   std::vector<Tensor> all = init_d;
   all.insert(all.end(), xs_d.begin(), xs_d.end());
-  // Queued, not waited for: the device computes the inputs while the body is traced, and the
-  // steps queue behind them; the step loop returns once all of it is done (RunStepLoop).
-  std::vector<TensorImpl*> impls;
-  for (const Tensor& t : all) impls.push_back(t.impl().get());
-  base::ThrowIfError(frontend::Materialize(impls, /*wait=*/false));
-  // Until the step loop has run (it drains the device itself), an error (a body that throws
-  // while traced, a placeholder) leaves with that graph drained: lazycl does not hand control
-  // back with work queued (see runtime/executor.h).
-  struct DrainOnError {
-    int device;
-    int exceptions = std::uncaught_exceptions();
-    ~DrainOnError() {
-      if (std::uncaught_exceptions() > exceptions) (void)runtime::OpenClDevice(device).Finish();
-    }
-  } drain_on_error{device.index()};
   CheckNotPlaceholders(all, device);
 
   TracedBody body = TraceBody(fn, init_d, xs_d, device, options, record);
@@ -337,25 +375,64 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   loop.outputs = runtime::DistinctOutputs(std::move(out_nodes));
   for (const Tensor& c : body.carry_in) loop.carry_in.push_back(frontend::NodeOf(*c.impl()));
   for (const Tensor& x : body.x_in) loop.x_in.push_back(frontend::NodeOf(*x.impl()));
-  for (const Tensor& c : init_d) loop.init.push_back(frontend::NodeOf(*c.impl())->storage);
-  for (const Tensor& x : xs_d) loop.xs.push_back(frontend::NodeOf(*x.impl())->storage);
   loop.steps = steps;
   loop.reverse = options.reverse;
-  runtime::StepLoopResult run = base::ValueOrThrow(runtime::RunStepLoop(loop));
+  CheckCapturedPlaceholders(loop, device);
 
+  // The results, declared: the final carries (the init itself when there are no steps) and the
+  // stacked outputs (the ys, then the per-step carries saved for the backward).
   ScanResult result;
-  for (const ir::NodePtr& c : run.carry) result.carry.push_back(frontend::MakeTensor(c, device));
-  for (size_t k = 0; k < num_ys; ++k)
-    result.ys.push_back(frontend::MakeTensor(run.stacked[k], device));
+  std::vector<ir::NodePtr> stacked;
+  std::vector<std::shared_ptr<ir::Storage>> declared;
+  auto declare = [&](const ir::Node& like, std::vector<int64_t> shape, std::string label) {
+    const size_t bytes = static_cast<size_t>(ir::NumElements(shape)) * dtype_size(like.dtype);
+    std::shared_ptr<ir::Storage> storage = frontend::NewStorage(
+        device, bytes, absl::StrCat(label, " ", dtype_name(like.dtype), ir::ShapeString(shape)));
+    declared.push_back(storage);
+    return ir::MakeBuffer(std::move(storage), like.dtype, std::move(shape));
+  };
+  const size_t num_carries = init_d.size();
+  for (size_t i = 0; i < num_carries; ++i) {
+    if (steps == 0) {
+      result.carry.push_back(frontend::MakeTensor(frontend::NodeOf(*init_d[i].impl()), device));
+    } else {
+      const ir::Node& c = *loop.outputs[i];
+      result.carry.push_back(
+          frontend::MakeTensor(declare(c, c.shape, absl::StrCat("scan carry ", i)), device));
+    }
+  }
+  const size_t num_carries_declared = declared.size();
+  for (size_t k = num_carries; k < loop.outputs.size(); ++k) {
+    const ir::Node& y = *loop.outputs[k];
+    std::vector<int64_t> shape = y.shape;
+    shape.insert(shape.begin(), steps);
+    stacked.push_back(declare(y, std::move(shape), absl::StrCat("scan ys ", k - num_carries)));
+  }
+  for (size_t k = 0; k < num_ys; ++k) result.ys.push_back(frontend::MakeTensor(stacked[k], device));
+
+  // The producer holds the declared storages weakly (they hold it): a result nobody holds any
+  // more is written to a buffer of the step loop's own, then dropped.
+  std::vector<std::weak_ptr<ir::Storage>> carry_out(declared.begin(),
+                                                    declared.begin() + num_carries_declared);
+  std::vector<std::weak_ptr<ir::Storage>> stacked_out(declared.begin() + num_carries_declared,
+                                                      declared.end());
+  auto producer = std::make_shared<ir::Producer>([loop, all, carry_out = std::move(carry_out),
+                                                  stacked_out = std::move(stacked_out),
+                                                  device]() mutable -> absl::Status {
+    return RunDeferred(loop, all, carry_out, stacked_out, device);
+  });
+  for (const std::shared_ptr<ir::Storage>& storage : declared) storage->set_producer(producer);
+  base::metrics::Add("ScansDeferred", 1);
+
   if (record) {
     auto grad_fn = std::make_shared<ScanGradFn>();
     grad_fn->carry_in = loop.carry_in;
     grad_fn->x_in = loop.x_in;
     for (size_t k = 0; k < init_d.size() + num_ys; ++k) grad_fn->body.push_back(loop.outputs[k]);
     for (size_t i = 0; i < init_d.size(); ++i)
-      grad_fn->saved_carries.push_back(frontend::MakeTensor(run.stacked[num_ys + i], device));
+      grad_fn->saved_carries.push_back(frontend::MakeTensor(stacked[num_ys + i], device));
     grad_fn->xs = xs_d;
-    for (size_t k = 0; k < num_ys; ++k) grad_fn->ys_shapes.push_back(run.stacked[k]->shape);
+    for (size_t k = 0; k < num_ys; ++k) grad_fn->ys_shapes.push_back(stacked[k]->shape);
     grad_fn->device = device;
     grad_fn->steps = steps;
     for (const Tensor& t : init) grad_fn->inputs.push_back(t.impl());

@@ -207,7 +207,12 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
   // Placeholders are caught before anything runs, with the message that names them.
   for (size_t i = 0; i < built.graph.nodes.size(); ++i) {
     const Node& n = *built.graph.nodes[i];
-    if (n.op != ir::Op::kBuffer || n.storage->manager().IsWritten(n.storage->id())) continue;
+    if (n.op != ir::Op::kBuffer) continue;
+    // A deferred scan's result is computed now, before this graph's kernels are queued.
+    if (n.storage->pending()) {
+      if (absl::Status s = n.storage->Produce(); !s.ok()) return s;
+    }
+    if (n.storage->manager().IsWritten(n.storage->id())) continue;
     if (n.storage->placeholder())
       return absl::FailedPreconditionError(PlaceholderMessage(n, n.storage->device()));
     if (absl::Status s = n.storage->manager().CheckReadable(n.storage->id()); !s.ok()) return s;

@@ -47,6 +47,10 @@ absl::StatusOr<std::vector<ir::NodePtr>> HoistInvariants(const StepLoop& loop, i
     position.emplace(n, static_cast<int>(i));
     if (n->op == ir::Op::kBuffer) {
       varies[i] = per_step.contains(n->storage.get());
+      // A captured result of a deferred scan is computed before this loop's steps.
+      if (n->storage != nullptr && n->storage->pending()) {
+        if (absl::Status s = n->storage->Produce(); !s.ok()) return s;
+      }
       cost[i] = n->storage != nullptr && buffers.IsWritten(n->storage->id()) ? 0 : -1;
       continue;
     }
@@ -127,9 +131,15 @@ absl::StatusOr<StepLoopResult> RunSteps(const StepLoop& loop_in) {
     std::vector<int64_t> shape = y.shape;
     shape.insert(shape.begin(), loop.steps);
     const size_t bytes = static_cast<size_t>(ir::NumElements(shape)) * dtype_size(y.dtype);
-    stacked.push_back(std::make_shared<ir::Storage>(
-        device, &buffers, bytes,
-        absl::StrCat("scan ys ", k, " ", dtype_name(y.dtype), ir::ShapeString(shape))));
+    if (k < loop.stacked_out.size() && loop.stacked_out[k] != nullptr) {
+      LAZYCL_CHECK(loop.stacked_out[k]->bytes() == bytes,
+                   "a declared stacked output's size differs");
+      stacked.push_back(loop.stacked_out[k]);
+    } else {
+      stacked.push_back(std::make_shared<ir::Storage>(
+          device, &buffers, bytes,
+          absl::StrCat("scan ys ", k, " ", dtype_name(y.dtype), ir::ShapeString(shape))));
+    }
     if (loop.steps == 0) {
       if (absl::Status s = buffers.PrepareWrite(stacked.back()->id()); !s.ok()) return s;
     }
@@ -152,7 +162,14 @@ absl::StatusOr<StepLoopResult> RunSteps(const StepLoop& loop_in) {
         params[p] = {loop.xs[j], t * ir::NumElements(loop.x_in[j]->shape)};
       }
     }
+    const bool last = step + 1 == loop.steps;
     for (size_t i = 0; i < num_carries; ++i) {
+      if (last && i < loop.carry_out.size() && loop.carry_out[i] != nullptr) {
+        LAZYCL_CHECK(loop.carry_out[i]->bytes() == carry[i]->bytes(),
+                     "a declared carry's size differs");
+        outs[i] = {loop.carry_out[i], 0};
+        continue;
+      }
       outs[i] = {std::make_shared<ir::Storage>(device, &buffers, carry[i]->bytes(),
                                                absl::StrCat("scan carry ", i)),
                  0};

@@ -26,6 +26,10 @@ struct StepLoop {
   std::vector<std::shared_ptr<ir::Storage>> init, xs;
   int64_t steps = 0;
   bool reverse = false;  // run from the last step to the first
+  // Where the results go, when declared ahead (a deferred scan declares them when it returns): one
+  // per carry (written by the last step; unused when there are no steps) and one per stacked
+  // output. Empty, or a null entry: allocated here.
+  std::vector<std::shared_ptr<ir::Storage>> carry_out, stacked_out;
 };
 
 struct StepLoopResult {

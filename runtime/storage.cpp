@@ -1,6 +1,9 @@
 #include "runtime/storage.h"
 
+#include <exception>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace lazycl::ir {
 
@@ -19,6 +22,22 @@ Storage::Storage(Device device, backend::BufferManager* manager, size_t bytes, s
       id_(manager->Declare(bytes, std::move(label), std::move(source))),
       bytes_(bytes),
       placeholder_(false) {}
+
+absl::Status Producer::Run() {
+  if (succeeded()) return absl::OkStatus();
+  std::function<absl::Status()> run;  // released after the lock: dropping graphs can take long
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!status_.has_value()) {
+    run = std::exchange(run_, nullptr);
+    try {
+      status_ = run ? run() : absl::InternalError("a deferred computation has no work to run");
+    } catch (const std::exception& e) {
+      status_ = absl::InternalError(absl::StrCat("a deferred computation failed: ", e.what()));
+    }
+    succeeded_.store(status_->ok(), std::memory_order_release);
+  }
+  return *status_;
+}
 
 Storage::~Storage() { manager_->Release(id_); }
 

@@ -1,13 +1,45 @@
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+
+#include "absl/status/status.h"
 
 #include "backend/buffer_manager.h"
 #include "lazycl/device.h"
 #include "lazycl/dtype.h"
 
 namespace lazycl::ir {
+
+// Deferred work that writes storages when one of them is first read: a device scan's run
+// (frontend/scan.cpp), declared with its results when scan returns and run only when a graph, a
+// read or another scan needs one of them. One Producer writes several storages (a scan's final
+// carries and stacked ys). The first reader runs it; readers on other threads wait for that run;
+// every reader gets its status, so a failed run fails every later read with the same error.
+class Producer {
+ public:
+  explicit Producer(std::function<absl::Status()> run) : run_(std::move(run)) {}
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  // Runs the work once and releases it (and what it holds: the inputs' graphs); later calls
+  // return the first run's status.
+  absl::Status Run();
+  // Whether the work has run and succeeded: its storages are written (or being written by
+  // commands already queued, which later commands queue behind).
+  bool succeeded() const { return succeeded_.load(std::memory_order_acquire); }
+
+ private:
+  std::mutex mu_;
+  std::function<absl::Status()> run_;
+  std::optional<absl::Status> status_;
+  std::atomic<bool> succeeded_{false};
+};
 
 // The data of a Buffer leaf: one buffer in the BufferManager of its device. A Storage owns its
 // buffer and releases it when the last reference goes. A placeholder is a Storage whose buffer
@@ -30,12 +62,25 @@ class Storage {
   size_t bytes() const { return bytes_; }
   bool placeholder() const { return placeholder_; }
 
+  // The Producer that writes this storage when first read (set once, before the storage is
+  // shared); pending() until it has run and succeeded (a failed run stays pending: every read
+  // gets its error). Produce() runs it if it has not run and returns its status. Whoever reads a
+  // storage's bytes or binds it to a kernel asks pending() first, before IsWritten (a run under
+  // way on another thread has written some steps already): RunGraph and the step loop for their
+  // leaves, the frontend for reads and writes from the host.
+  void set_producer(std::shared_ptr<Producer> producer) { producer_ = std::move(producer); }
+  bool pending() const { return producer_ != nullptr && !producer_->succeeded(); }
+  absl::Status Produce() const {
+    return producer_ == nullptr ? absl::OkStatus() : producer_->Run();
+  }
+
  private:
   Device device_;
   backend::BufferManager* manager_;
   backend::BufferId id_;
   size_t bytes_;
   bool placeholder_;
+  std::shared_ptr<Producer> producer_;
 };
 
 }  // namespace lazycl::ir

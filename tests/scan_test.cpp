@@ -732,41 +732,122 @@ TEST_F(ScanTest, ScanResultsAreReadyWhenItReturns) {
       testing::ExitedWithCode(3), "");
 }
 
-// A scan whose launches all ran before returns with its steps queued (the host builds the next
-// graph meanwhile; StepLoopsLeftQueued counts it); reads wait for them, and a process that exits
-// right after a queued scan ends cleanly (OpenClDevice's exit handler drains the device; PoCL
-// did not crash here without it either, so this part guards the exit rather than the handler).
-TEST_F(ScanTest, AWarmScanReturnsWithItsStepsQueued) {
+// A device scan is deferred (SPEC "scan"): it returns with its body traced and nothing compiled
+// or run; its steps run when a result is first needed. The graph that needs it queues behind the
+// steps (the step loop does not drain once warm: StepLoopsLeftQueued) and reads wait for both. A
+// scan whose results are dropped unread runs nothing, and a process may exit with one pending.
+TEST_F(ScanTest, AScanIsDeferredUntilAResultIsNeeded) {
   const int T = 64;
   auto run = [&](Device d, double scale) {
     Tensor xs = reshape(arange(T * 2048, DType::f32, d) * 1e-6, {T, 2048});
     return scan(
         [scale](const Ts& c, const Ts& x) {
-          return Body{{tanh(c[0] * scale + x[0]) + c[0] * 0.25}, {}};
+          return Body{{tanh(c[0] * scale + x[0]) + c[0] * 0.25}, {x[0] * 2}};
         },
         {zeros({2048}, DType::f32, d)}, {xs});
   };
-  const std::vector<float> expected = run(Device::host(), 0.5).carry[0].to_vector<float>();
-  // The first run compiles; whether it drains depends on whether those launches are still
-  // pending when it returns.
-  ScanResult cold = run(kCl, 0.5);
+  ScanResult host = run(Device::host(), 0.5);
+  const std::vector<float> expected = host.carry[0].to_vector<float>();
+  const std::vector<float> expected_ys = host.ys[0].to_vector<float>();
+  ScanResult cold = run(kCl, 0.5);  // compiles when read
   ExpectNear(cold.carry[0].to_vector<float>(), expected, 1e-5);
-  const int64_t queued = metrics::counter("StepLoopsLeftQueued");
+
+  const int64_t launches = C("KernelLaunches"), lookups = C("GraphCacheHits") + C("GraphCompiles");
+  const int64_t deferred = C("ScansDeferred"), queued = C("StepLoopsLeftQueued");
+  { ScanResult dropped = run(kCl, 0.5); }
   ScanResult warm = run(kCl, 0.5);
-  EXPECT_EQ(metrics::counter("StepLoopsLeftQueued") - queued, 1);
-  ExpectNear(warm.carry[0].to_vector<float>(), expected, 1e-5);
+  EXPECT_EQ(C("ScansDeferred") - deferred, 2);
+  EXPECT_EQ(C("KernelLaunches"), launches) << "a scan ran before any result was needed";
+  EXPECT_EQ(C("GraphCacheHits") + C("GraphCompiles"), lookups);
+  std::vector<float> twice = expected;
+  for (float& v : twice) v *= 2;
+  ExpectNear((warm.carry[0] * 2).to_vector<float>(), twice, 2e-5);
+  EXPECT_EQ(C("StepLoopsLeftQueued") - queued, 1);
+  const int64_t ran = C("KernelLaunches") - launches;
+  EXPECT_GE(ran, T + 2) << "the steps, the xs and the product";
+  ExpectNear(warm.ys[0].to_vector<float>(), expected_ys, 1e-6);  // written by the same run
+  EXPECT_EQ(C("KernelLaunches") - launches, ran);
+
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        (void)run(kCl, 0.5);  // compiles in this process: drained
-        const int64_t before = metrics::counter("StepLoopsLeftQueued");
-        ScanResult pending = run(kCl, 0.75);  // a new scalar, the same kernels: left queued
-        std::exit(metrics::counter("StepLoopsLeftQueued") == before + 1 &&
-                          pending.carry[0].dim() == 1
-                      ? 3
-                      : 4);
+        ScanResult pending = run(kCl, 0.75);
+        std::exit(pending.carry[0].dim() == 1 ? 3 : 4);
       },
       testing::ExitedWithCode(3), "");
+}
+
+// Deferred scans compose: one scan's results as another's init, xs and capture, all pending
+// until the last result is read, equal the host's loops.
+TEST_F(ScanTest, DeferredScansFeedEachOther) {
+  auto chain = [](Device d) {
+    Tensor xs = reshape(arange(5 * 6, DType::f32, d) * 0.1 - 1.0, {5, 6});
+    ScanResult first = scan(
+        [](const Ts& c, const Ts& x) {
+          Tensor next = tanh(c[0] + x[0]);
+          return Body{{next}, {next * 0.5}};
+        },
+        {ones({6}, DType::f32, d)}, {xs});
+    Tensor shared = first.carry[0] * 0.25;  // captured by the second body, still pending
+    ScanResult second = scan(
+        [&](const Ts& c, const Ts& x) {
+          Tensor next = c[0] * 0.5 + x[0] + shared;
+          return Body{{next}, {next - x[0]}};
+        },
+        {first.carry[0]}, {first.ys[0]}, ScanOptions{.reverse = true});
+    return std::vector<Tensor>{second.carry[0], second.ys[0], first.ys[0]};
+  };
+  const std::vector<Tensor> want = chain(kHost);
+  const int64_t launches = C("KernelLaunches");
+  const std::vector<Tensor> got = chain(kCl);
+  EXPECT_EQ(C("KernelLaunches"), launches);
+  for (size_t i = 0; i < got.size(); ++i)
+    ExpectNear(got[i].to_vector<float>(), want[i].to_vector<float>(), 1e-5);
+}
+
+// A result of a deferred scan overwritten from the host before the scan ran keeps the host's
+// bytes: the scan, run later for the other result, does not write over them.
+TEST_F(ScanTest, ACopyIntoAPendingResultIsNotOverwrittenByTheScan) {
+  auto body = [](const Ts& c, const Ts& x) {
+    Tensor next = c[0] + x[0];
+    return Body{{next}, {next * 3}};
+  };
+  const std::vector<float> xs = Iota(4 * 3, -2, 0.5f);
+  ScanResult host = scan(body, {zeros({3}, DType::f32, kHost)}, {tensor(xs, {4, 3}, kHost)});
+  ScanResult r = scan(body, {zeros({3}, DType::f32, kCl)}, {tensor(xs, {4, 3}, kCl)});
+  const std::vector<float> mine = {7, 8, 9};
+  r.carry[0].copy_from_host(mine.data(), mine.size() * sizeof(float));
+  ExpectNear(r.ys[0].to_vector<float>(), host.ys[0].to_vector<float>(), 1e-6);
+  EXPECT_EQ(r.carry[0].to_vector<float>(), mine);
+}
+
+// What goes wrong while a deferred scan runs (here an input computed from a placeholder) is
+// thrown by every read of its results, each time, with the placeholder named; the library stays
+// usable. A bare placeholder input or capture is still refused when scan is called.
+TEST_F(ScanTest, ADeferredScanThatFailsFailsEveryRead) {
+  auto body = [](const Ts& c, const Ts& x) {
+    Tensor next = c[0] + x[0];
+    return Body{{next}, {next}};
+  };
+  Tensor hole = placeholder({4, 3}, DType::f32, kCl);
+  ScanResult r = scan(body, {zeros({3}, DType::f32, kCl)}, {hole * 2});
+  for (const Tensor& t : {r.carry[0], r.ys[0], r.carry[0] + 1}) {
+    const std::string e = ErrorOf([&] { (void)t.to_vector<float>(); });
+    EXPECT_TRUE(Has(e, "placeholder")) << e;
+  }
+  ExpectHealthy();
+  EXPECT_TRUE(Has(ErrorOf([&] { (void)scan(body, {zeros({3}, DType::f32, kCl)}, {hole}); }),
+                  "placeholder"));
+  Tensor captured = placeholder({3}, DType::f32, kCl);
+  const std::string e = ErrorOf([&] {
+    (void)scan(
+        [&](const Ts& c, const Ts& x) {
+          return Body{{c[0] + x[0] * captured}, {}};
+        },
+        {zeros({3}, DType::f32, kCl)}, {zeros({4, 3}, DType::f32, kCl)});
+  });
+  EXPECT_TRUE(Has(e, "captured")) << e;
+  ExpectHealthy();
 }
 
 }  // namespace

@@ -183,6 +183,44 @@ TEST(Threads, ManyReadersOfOneLazyTensor) {
   }
 }
 
+// The results of one deferred scan read by several threads at once: the first reader runs the
+// scan (runtime/storage.h: Producer), the others wait for it; every result is the host loop's.
+TEST(Threads, ReadersOfOneDeferredScan) {
+  const Device cl = test::DefaultCl();
+  std::mt19937 rng(13);
+  auto layer = [](const std::vector<Tensor>& h, const std::vector<Tensor>& w) {
+    Tensor next = tanh(matmul(h[0], w[0]));
+    return std::make_pair(std::vector<Tensor>{next}, std::vector<Tensor>{sum(next, {1})});
+  };
+  for (int round = 0; round < 10; ++round) {
+    const std::vector<float> hv = Random(rng, 3 * 4), wv = Random(rng, 5 * 4 * 4);
+    ScanResult dev = scan(layer, {tensor(hv, {3, 4}, cl)}, {tensor(wv, {5, 4, 4}, cl)});
+    ScanResult host =
+        scan(layer, {tensor(hv, {3, 4}, Device::host())}, {tensor(wv, {5, 4, 4}, Device::host())});
+    const std::vector<float> want_carry = host.carry[0].to_vector<float>();
+    const std::vector<float> want_ys = host.ys[0].to_vector<float>();
+    Failures failures;
+    std::vector<std::thread> readers;
+    for (int r = 0; r < 4; ++r) {
+      readers.emplace_back([&, r] {
+        try {
+          std::string why;
+          if (r % 2 == 0) {
+            if (!Close((dev.carry[0] * 1.0).to_vector<float>(), want_carry, &why))
+              failures.Add("carry: " + why);
+          } else if (!Close(dev.ys[0].to_vector<float>(), want_ys, &why)) {
+            failures.Add("ys: " + why);
+          }
+        } catch (const std::exception& e) {
+          failures.Add(std::string("exception: ") + e.what());
+        }
+      });
+    }
+    for (std::thread& t : readers) t.join();
+    failures.Expect(4);
+  }
+}
+
 TEST(Threads, TraceCallAndScanOnTwoThreads) {
   const Device cl = test::DefaultCl();
   Failures failures;
