@@ -137,14 +137,31 @@ void CheckNotPlaceholders(const std::vector<Tensor>& inputs, Device device) {
   }
 }
 
-// A placeholder the body captured (read, not taken as a carry or an xs slice) has no data for
-// the steps to compute with: said when scan is called, not when its results are first read.
-void CheckCapturedPlaceholders(const runtime::StepLoop& loop, Device device) {
-  absl::flat_hash_set<const ir::Storage*> inputs;
-  for (const ir::NodePtr& n : loop.carry_in) inputs.insert(n->storage.get());
-  for (const ir::NodePtr& n : loop.x_in) inputs.insert(n->storage.get());
+// How many deferred scans may wait on one another: a scan that reads the results of a chain of
+// pending scans this deep runs them first (as kMaxPendingNodes cuts a long graph), so that a loop
+// of scans whose results nobody reads in between recurses a bounded number of levels when it
+// finally runs (and when it is dropped).
+constexpr int kMaxPendingScans = 16;
+
+// What the scan reads, inspected before it is deferred: a placeholder the body captured (read,
+// not taken as a carry or an xs slice) has no data for the steps to compute with, said now rather
+// than when a result is first read; the pending scans it reads (through its inputs or captures)
+// give the depth of its own Producer, and past kMaxPendingScans they run now.
+int DeferredDepth(const runtime::StepLoop& loop, const std::vector<Tensor>& inputs, Device device) {
+  absl::flat_hash_set<const ir::Storage*> body_inputs;
+  for (const ir::NodePtr& n : loop.carry_in) body_inputs.insert(n->storage.get());
+  for (const ir::NodePtr& n : loop.x_in) body_inputs.insert(n->storage.get());
+  std::vector<std::shared_ptr<ir::Storage>> pending;
+  int depth = 0;
+  auto note_pending = [&](const ir::Node& n) {
+    const int d = n.storage->pending_depth();
+    if (d == 0) return false;
+    depth = std::max(depth, d);
+    pending.push_back(n.storage);
+    return true;
+  };
   for (const ir::Node* n : ir::PostOrder(loop.outputs)) {
-    if (n->op != ir::Op::kBuffer || inputs.contains(n->storage.get()) ||
+    if (n->op != ir::Op::kBuffer || note_pending(*n) || body_inputs.contains(n->storage.get()) ||
         !n->storage->placeholder() || n->storage->manager().IsWritten(n->storage->id()))
       continue;
     base::Throw(absl::FailedPreconditionError(
@@ -152,6 +169,15 @@ void CheckCapturedPlaceholders(const runtime::StepLoop& loop, Device device) {
                      n->storage->manager().Label(n->storage->id()),
                      "): ", runtime::PlaceholderMessage(*n, device))));
   }
+  std::vector<ir::NodePtr> roots;
+  for (const Tensor& t : inputs) roots.push_back(frontend::NodeOf(*t.impl()));
+  for (const ir::Node* n : ir::PostOrder(roots)) {
+    if (n->op == ir::Op::kBuffer) note_pending(*n);
+  }
+  if (depth < kMaxPendingScans) return depth + 1;
+  for (const std::shared_ptr<ir::Storage>& storage : pending) ThrowIfError(storage->Produce());
+  base::metrics::Add("ScanChainsCut", 1);
+  return 1;
 }
 
 // The deferred run of a device scan (its Producer): computes the inputs, then the steps into the
@@ -377,7 +403,7 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
   for (const Tensor& x : body.x_in) loop.x_in.push_back(frontend::NodeOf(*x.impl()));
   loop.steps = steps;
   loop.reverse = options.reverse;
-  CheckCapturedPlaceholders(loop, device);
+  const int depth = DeferredDepth(loop, all, device);
 
   // The results, declared: the final carries (the init itself when there are no steps) and the
   // stacked outputs (the ys, then the per-step carries saved for the backward).
@@ -416,11 +442,12 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
                                                     declared.begin() + num_carries_declared);
   std::vector<std::weak_ptr<ir::Storage>> stacked_out(declared.begin() + num_carries_declared,
                                                       declared.end());
-  auto producer = std::make_shared<ir::Producer>([loop, all, carry_out = std::move(carry_out),
-                                                  stacked_out = std::move(stacked_out),
-                                                  device]() mutable -> absl::Status {
-    return RunDeferred(loop, all, carry_out, stacked_out, device);
-  });
+  auto producer = std::make_shared<ir::Producer>(
+      [loop, all, carry_out = std::move(carry_out), stacked_out = std::move(stacked_out),
+       device]() mutable -> absl::Status {
+        return RunDeferred(loop, all, carry_out, stacked_out, device);
+      },
+      depth);
   for (const std::shared_ptr<ir::Storage>& storage : declared) storage->set_producer(producer);
   base::metrics::Add("ScansDeferred", 1);
 

@@ -23,7 +23,10 @@ namespace lazycl::ir {
 // every reader gets its status, so a failed run fails every later read with the same error.
 class Producer {
  public:
-  explicit Producer(std::function<absl::Status()> run) : run_(std::move(run)) {}
+  // `depth`: 1 + the largest depth among the producers its work will run first (the scans whose
+  // results it reads); callers bound it, so that running a chain recurses a bounded number of
+  // levels (frontend/scan.cpp runs the pending scans it reads at once past kMaxPendingScans).
+  Producer(std::function<absl::Status()> run, int depth) : run_(std::move(run)), depth_(depth) {}
   Producer(const Producer&) = delete;
   Producer& operator=(const Producer&) = delete;
 
@@ -33,12 +36,14 @@ class Producer {
   // Whether the work has run and succeeded: its storages are written (or being written by
   // commands already queued, which later commands queue behind).
   bool succeeded() const { return succeeded_.load(std::memory_order_acquire); }
+  int depth() const { return depth_; }
 
  private:
   std::mutex mu_;
   std::function<absl::Status()> run_;
   std::optional<absl::Status> status_;
   std::atomic<bool> succeeded_{false};
+  const int depth_;
 };
 
 // The data of a Buffer leaf: one buffer in the BufferManager of its device. A Storage owns its
@@ -70,6 +75,8 @@ class Storage {
   // leaves, the frontend for reads and writes from the host.
   void set_producer(std::shared_ptr<Producer> producer) { producer_ = std::move(producer); }
   bool pending() const { return producer_ != nullptr && !producer_->succeeded(); }
+  // The depth of its Producer while pending (Producer::depth), else 0.
+  int pending_depth() const { return pending() ? producer_->depth() : 0; }
   absl::Status Produce() const {
     return producer_ == nullptr ? absl::OkStatus() : producer_->Run();
   }

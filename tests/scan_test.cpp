@@ -777,6 +777,21 @@ TEST_F(ScanTest, AScanIsDeferredUntilAResultIsNeeded) {
       testing::ExitedWithCode(3), "");
 }
 
+// A loop of scans whose results nobody reads in between is a chain of pending scans; every 16th
+// (kMaxPendingScans) runs the ones before it, so reading the last recurses a bounded number of
+// levels (a chain of 20,000, uncut, overflowed the stack when read).
+TEST_F(ScanTest, AChainOfDeferredScansIsCutAsItGrows) {
+  const int n = 2000;
+  Tensor h = zeros({4}, DType::f32, kCl);
+  const Tensor xs = ones({3, 4}, DType::f32, kCl);
+  for (int i = 0; i < n; ++i) {
+    h = scan([](const Ts& c, const Ts& x) { return Body{{c[0] + x[0]}, {}}; }, {h}, {xs}).carry[0];
+  }
+  EXPECT_EQ(C("ScansDeferred"), n);
+  EXPECT_EQ(C("ScanChainsCut"), (n - 1) / 16);  // at scans 17, 33, ...
+  EXPECT_EQ(h.to_vector<float>(), std::vector<float>(4, 3.0f * n));
+}
+
 // Deferred scans compose: one scan's results as another's init, xs and capture, all pending
 // until the last result is read, equal the host's loops.
 TEST_F(ScanTest, DeferredScansFeedEachOther) {
