@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <string>
@@ -40,6 +41,21 @@ class Failures {
   std::vector<std::string> messages_;
   int count_ = 0;
 };
+
+// Runs `read(r)` for r in [0, n) on n threads at once and joins them; an exception is a failure.
+void OnThreads(int n, Failures& failures, const std::function<void(int)>& read) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        read(r);
+      } catch (const std::exception& e) {
+        failures.Add(std::string("exception: ") + e.what());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
 
 std::vector<float> Random(std::mt19937& rng, int64_t n) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -163,22 +179,14 @@ TEST(Threads, ManyReadersOfOneLazyTensor) {
         Build(round, tensor(av, {6, 8}, Device::host()), tensor(bv, {8, 5}, Device::host()))
             .to_vector<float>();
     Failures failures;
-    std::vector<std::thread> readers;
-    for (int r = 0; r < 4; ++r) {
-      readers.emplace_back([&, r] {
-        try {
-          std::string why;
-          // Some readers compute from it first: its handle is rebound while others read.
-          Tensor derived = r % 2 == 0 ? shared * 1.0 : shared;
-          if (r == 3) sync({shared});
-          if (!Close(derived.to_vector<float>(), want, &why)) failures.Add(why);
-          if (!Close(shared.to_vector<float>(), want, &why)) failures.Add(why);
-        } catch (const std::exception& e) {
-          failures.Add(std::string("exception: ") + e.what());
-        }
-      });
-    }
-    for (std::thread& t : readers) t.join();
+    OnThreads(4, failures, [&](int r) {
+      std::string why;
+      // Some readers compute from it first: its handle is rebound while others read.
+      Tensor derived = r % 2 == 0 ? shared * 1.0 : shared;
+      if (r == 3) sync({shared});
+      if (!Close(derived.to_vector<float>(), want, &why)) failures.Add(why);
+      if (!Close(shared.to_vector<float>(), want, &why)) failures.Add(why);
+    });
     failures.Expect(8);
   }
 }
@@ -200,23 +208,15 @@ TEST(Threads, ReadersOfOneDeferredScan) {
     const std::vector<float> want_carry = host.carry[0].to_vector<float>();
     const std::vector<float> want_ys = host.ys[0].to_vector<float>();
     Failures failures;
-    std::vector<std::thread> readers;
-    for (int r = 0; r < 4; ++r) {
-      readers.emplace_back([&, r] {
-        try {
-          std::string why;
-          if (r % 2 == 0) {
-            if (!Close((dev.carry[0] * 1.0).to_vector<float>(), want_carry, &why))
-              failures.Add("carry: " + why);
-          } else if (!Close(dev.ys[0].to_vector<float>(), want_ys, &why)) {
-            failures.Add("ys: " + why);
-          }
-        } catch (const std::exception& e) {
-          failures.Add(std::string("exception: ") + e.what());
-        }
-      });
-    }
-    for (std::thread& t : readers) t.join();
+    OnThreads(4, failures, [&](int r) {
+      std::string why;
+      if (r % 2 == 0) {
+        if (!Close((dev.carry[0] * 1.0).to_vector<float>(), want_carry, &why))
+          failures.Add("carry: " + why);
+      } else if (!Close(dev.ys[0].to_vector<float>(), want_ys, &why)) {
+        failures.Add("ys: " + why);
+      }
+    });
     failures.Expect(4);
   }
 }
