@@ -3,9 +3,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "runtime/devices.h"
 #include "runtime/executor.h"
 
 namespace lazycl::frontend {
@@ -39,6 +41,7 @@ absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
     std::vector<std::pair<TensorImpl*, int>> users;  // each tensor and the output it takes
   };
   std::map<int, Group> by_device;
+  std::set<int> produced;  // devices where a deferred scan was run here
   for (TensorImpl* t : tensors) {
     ir::NodePtr node = NodeOf(*t);
     if (!t->device.is_opencl()) continue;
@@ -46,6 +49,7 @@ absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
       // A deferred scan's result (runtime/storage.h: Producer) is computed when first needed.
       if (node->storage->pending()) {
         if (absl::Status s = node->storage->Produce(); !s.ok()) return s;
+        produced.insert(t->device.index());
       }
       continue;
     }
@@ -67,6 +71,12 @@ absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
       leaves.push_back(ir::MakeBuffer((*results)[k], g.outputs[k]->dtype, g.outputs[k]->shape));
     }
     for (auto& [t, k] : g.users) RebindNode(*t, g.nodes[k], leaves[k]);
+  }
+  // A scan's steps may be left queued (runtime/step_loop.h); a graph of the same device queued
+  // behind them waited above, else wait for them here.
+  for (int device : produced) {
+    if (!wait || by_device.contains(device)) continue;
+    if (absl::Status s = runtime::OpenClDevice(device).Finish(); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
