@@ -89,6 +89,18 @@ std::string Definition(std::string_view name) {
   return std::string(text.substr(begin, end + 3 - begin));
 }
 
+// The definition of `__constant uint <name>[` in cpu_math.cl, through its closing `};` line.
+std::string TableDefinition(std::string_view name) {
+  const std::string_view text = Template("cpu_math.cl");
+  const std::string head = "__constant uint " + std::string(name) + "[";
+  const size_t begin = text.find(head);
+  LAZYCL_CHECK(begin != std::string_view::npos && (begin == 0 || text[begin - 1] == '\n'),
+               "cpu_math.cl defines no %s", head.c_str());
+  const size_t end = text.find("};\n", begin);
+  LAZYCL_CHECK(end != std::string_view::npos, "cpu_math.cl: %s has no closing line", head.c_str());
+  return std::string(text.substr(begin, end + 3 - begin));
+}
+
 // `text` with each identifier that `from` names replaced by the matching `to`; words that
 // start with a digit (literals such as 1.0f and 0x4B400000) are left alone.
 std::string RenameIdentifiers(std::string_view text, const std::vector<std::string_view>& from,
@@ -132,7 +144,7 @@ const std::string& CpuMathSource(CpuMath f) {
         Definition("lc_log"),
         Definition("lc_tanh"),
         Definition("lc_erf"),
-        Definition("lc_sincos"),
+        TableDefinition("lc_inv_pio4") + Definition("lc_reduce_large") + Definition("lc_sincos"),
         Definition("lc_sin"),
         Definition("lc_cos"),
         kBf16ToF32,

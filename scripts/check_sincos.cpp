@@ -4,6 +4,7 @@
 //   g++ -O2 -o /tmp/check_sincos scripts/check_sincos.cpp
 //   /tmp/check_sincos 1e6 1 0   # sin, every float (step 1) up to 1e6: ~2 minutes
 //   /tmp/check_sincos 1e6 1 1   # cos
+//   /tmp/check_sincos 3.4e38 31 0   # sin, every 31st float to FLT_MAX (lc_reduce_large past 1e6)
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +26,30 @@ int32_t AsInt(float f) {
   return i;
 }
 
+const uint32_t kInvPio4[24] = {
+    0xa2,       0xa2f9,     0xa2f983,   0xa2f9836e, 0xf9836e4e, 0x836e4e44,
+    0x6e4e4415, 0x4e441529, 0x441529fc, 0x1529fc27, 0x29fc2757, 0xfc2757d1,
+    0x2757d1f5, 0x57d1f534, 0xd1f534dd, 0xf534ddc0, 0x34ddc0db, 0xddc0db62,
+    0xc0db6295, 0xdb629599, 0x6295993c, 0x95993c43, 0x993c4390, 0x3c439041};
+
+// lc_reduce_large(ax, n), step for step.
+float ReduceLarge(float ax, int* n) {
+  const uint32_t xi = static_cast<uint32_t>(AsInt(ax));
+  const int idx = (xi >> 26) & 15;
+  const uint32_t m = ((xi & 0xffffffu) | 0x800000u) << ((xi >> 23) & 7);
+  uint64_t res0 = static_cast<uint32_t>(m * kInvPio4[idx]);
+  const uint64_t res1 = static_cast<uint64_t>(m) * kInvPio4[idx + 4];
+  const uint64_t res2 = static_cast<uint64_t>(m) * kInvPio4[idx + 8];
+  res0 = ((res2 >> 32) | (res0 << 32)) + res1;
+  const uint64_t q = (res0 + (uint64_t{1} << 61)) >> 62;
+  const int64_t f = static_cast<int64_t>(res0 - (q << 62));
+  *n = static_cast<int>(q);
+  const uint64_t mag = f < 0 ? static_cast<uint64_t>(-f) : static_cast<uint64_t>(f);
+  const float v = static_cast<float>(static_cast<uint32_t>(mag >> 32)) * 4294967296.0f +
+                  static_cast<float>(static_cast<uint32_t>(mag));
+  return (f < 0 ? -v : v) * 3.4061215800865545e-19f;
+}
+
 // lc_sincos(x, quadrant), step for step.
 float SinCos(float x, int quadrant) {
   const float k = std::fma(x, 0.636619772367581343f, 12582912.0f);
@@ -32,7 +57,13 @@ float SinCos(float x, int quadrant) {
   float r = std::fma(j, -1.57079637050628662109375f, x);
   r = std::fma(j, 4.371138828673793e-08f, r);
   r = std::fma(j, 1.7151245100058819e-15f, r);
-  const int q = AsInt(k) - 0x4B400000 + quadrant;
+  int q = AsInt(k) - 0x4B400000;
+  const float ax = std::fabs(x);
+  int n;
+  const float rl = ReduceLarge(ax, &n);
+  const bool big = ax > 1.0e6f && ax < INFINITY;
+  r = big ? (x < 0.0f ? -rl : rl) : r;
+  q = (big ? (x < 0.0f ? -n : n) : q) + quadrant;
   const float s = r * r;
   float ps = std::fma(-1.9515295891e-4f, s, 8.3321608736e-3f);
   ps = std::fma(ps, s, -1.6666654611e-1f);

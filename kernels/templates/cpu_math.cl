@@ -106,25 +106,64 @@ static inline float lc_erf(float x) {
   return t > 0.927734375f ? large : p;
 }
 
+// 4/pi to 192 bits, for lc_reduce_large: entry i holds bits 8(i - 3) to 8(i - 3) + 31 after the
+// binary point (the first three: the leading 8, 16, 24 bits), so that any 32-bit window at a
+// multiple of 8 bits is one aligned read (glibc's and Arm's __inv_pio4).
+__constant uint lc_inv_pio4[24] = {
+    0xa2u,       0xa2f9u,     0xa2f983u,   0xa2f9836eu, 0xf9836e4eu, 0x836e4e44u,
+    0x6e4e4415u, 0x4e441529u, 0x441529fcu, 0x1529fc27u, 0x29fc2757u, 0xfc2757d1u,
+    0x2757d1f5u, 0x57d1f534u, 0xd1f534ddu, 0xf534ddc0u, 0x34ddc0dbu, 0xddc0db62u,
+    0xc0db6295u, 0xdb629599u, 0x6295993cu, 0x95993c43u, 0x993c4390u, 0x3c439041u};
+
+// lc_reduce_large: for finite ax >= 2, ax = n pi / 2 + r with r in [-pi/4, pi/4]; returns r and
+// sets *n (its low two bits are what matter). Payne-Hanek on integer lanes (glibc's and Arm's
+// sinf `reduce_large`): the 24-bit mantissa times the 96 bits of 2/pi that its exponent selects,
+// as three 32 x 32-bit products, leaves the fraction of ax * 2 / pi in 62 bits; its rounding is
+// n, the rest times pi / 2^63 is r. Straight-line code over a table read (a gather), so that a
+// lane may take it without keeping PoCL from vectorising the loop over work-items; other lanes
+// compute it too (any ax: the index stays in the table) and drop it.
+static inline float lc_reduce_large(float ax, int* n) {
+  const uint xi = as_uint(ax);
+  const int idx = (xi >> 26) & 15;
+  const uint m = ((xi & 0xffffffu) | 0x800000u) << ((xi >> 23) & 7);
+  ulong res0 = (ulong)(m * lc_inv_pio4[idx]);
+  const ulong res1 = (ulong)m * lc_inv_pio4[idx + 4];
+  const ulong res2 = (ulong)m * lc_inv_pio4[idx + 8];
+  res0 = ((res2 >> 32) | (res0 << 32)) + res1;
+  const ulong q = (res0 + (1UL << 61)) >> 62;
+  const long f = as_long(res0 - (q << 62));  // in [-2^61, 2^61]
+  *n = (int)q;
+  const ulong mag = f < 0 ? (ulong)(-f) : (ulong)f;
+  const float v = (float)(uint)(mag >> 32) * 4294967296.0f + (float)(uint)mag;
+  return (f < 0 ? -v : v) * 3.4061215800865545e-19f;  // pi / 2^63
+}
+
 // lc_sincos: sin(x + quadrant * pi / 2), the body of lc_sin (quadrant 0) and lc_cos (1). Cephes
 // sinf's method: j = round(x * 2 / pi) by the 1.5 * 2^23 trick, r = x - j pi / 2 with pi / 2 in
 // three f32 parts (fma), then Cephes' degree-7 sin and degree-8 cos polynomials on
-// [-pi/4, pi/4], chosen and signed by the quadrant j + quadrant. Straight-line selects. Max
-// error for |x| <= 1e6: sin 1.67 ulp, cos 1.81 ulp (host emulation over every float there,
-// scripts/check_sincos.cpp; beyond, the error of the three-part reduction grows). The device
-// bound 4 ulp is enforced by tests/codegen_test.cpp.
+// [-pi/4, pi/4], chosen and signed by the quadrant j + quadrant. Past |x| = 1e6, where the
+// three-part reduction loses bits, r and j come from lc_reduce_large (exact), chosen per lane
+// by a select. Max error (host emulation, scripts/check_sincos.cpp): for |x| <= 1e6 over every
+// float, sin 1.67 ulp, cos 1.81 ulp; beyond, over every 31st float to FLT_MAX, 2.7 ulp. The
+// device bound 4 ulp is enforced by tests/codegen_test.cpp.
 //
-// lc_sin and lc_cos leave |x| > 1e6 to the builtins (an exact reduction at any size). That
-// branch keeps PoCL from vectorising the loop over work-items: sin over 2^24 floats takes 22 ms
-// with it, 3.1 ms without it (memory-bound, as exp), 121 ms with the builtin alone. A
-// branch-free exact reduction (Payne-Hanek on integer lanes) would give the 3.1 ms.
+// The builtins took the lanes past 1e6 before, in a branch that kept PoCL from vectorising the
+// loop over work-items. On the README's Zen 4 (2 cores), 2^24 floats: sin of |x| < 100 took
+// 30-32 ms with that branch, 18-19 ms now; cos of |x| < 1e9 376-407 ms (the builtin), 18 ms now;
+// randn over 2^20 (Box-Muller's cos) 8-10 ms, 3-6 ms now.
 static inline float lc_sincos(float x, int quadrant) {
   const float k = fma(x, 0.636619772367581343f, 12582912.0f);
   const float j = k - 12582912.0f;
   float r = fma(j, -1.57079637050628662109375f, x);
   r = fma(j, 4.371138828673793e-08f, r);
   r = fma(j, 1.7151245100058819e-15f, r);
-  const int q = as_int(k) - 0x4B400000 + quadrant;
+  int q = as_int(k) - 0x4B400000;
+  const float ax = fabs(x);
+  int n;
+  const float rl = lc_reduce_large(ax, &n);
+  const int big = ax > 1.0e6f && ax < INFINITY;
+  r = big ? (x < 0.0f ? -rl : rl) : r;
+  q = (big ? (x < 0.0f ? -n : n) : q) + quadrant;
   const float s = r * r;
   float ps = fma(-1.9515295891e-4f, s, 8.3321608736e-3f);
   ps = fma(ps, s, -1.6666654611e-1f);
@@ -138,12 +177,10 @@ static inline float lc_sincos(float x, int quadrant) {
 
 // lc_sin: -0 stays -0, NaN stays NaN, +-inf gives NaN (as the builtin).
 static inline float lc_sin(float x) {
-  if (fabs(x) > 1.0e6f) return sin(x);
   return x == 0.0f ? x : lc_sincos(x, 0);
 }
 
 // lc_cos: NaN stays NaN, +-inf gives NaN.
 static inline float lc_cos(float x) {
-  if (fabs(x) > 1.0e6f) return cos(x);
   return lc_sincos(x, 1);
 }
