@@ -77,28 +77,26 @@ constexpr const char* kTanhBuiltin =
     "  return fabs(x) >= 9.01091335f ? copysign(1.0f, x) : tanh(x);\n"
     "}\n";
 
-// The definition of `static inline float <name>(` in cpu_math.cl, through its closing line.
-std::string Definition(std::string_view name) {
+// The text of cpu_math.cl from the line that starts with `head` through the first `closing`
+// (which ends with a newline) after it.
+std::string Extract(const std::string& head, std::string_view closing) {
   const std::string_view text = Template("cpu_math.cl");
-  const std::string head = "static inline float " + std::string(name) + "(";
   const size_t begin = text.find(head);
   LAZYCL_CHECK(begin != std::string_view::npos && (begin == 0 || text[begin - 1] == '\n'),
                "cpu_math.cl defines no %s", head.c_str());
-  const size_t end = text.find("\n}\n", begin);
+  const size_t end = text.find(closing, begin);
   LAZYCL_CHECK(end != std::string_view::npos, "cpu_math.cl: %s has no closing line", head.c_str());
-  return std::string(text.substr(begin, end + 3 - begin));
+  return std::string(text.substr(begin, end + closing.size() - begin));
 }
 
-// The definition of `__constant uint <name>[` in cpu_math.cl, through its closing `};` line.
+// The definition of `static inline float <name>(`, through its closing line.
+std::string Definition(std::string_view name) {
+  return Extract("static inline float " + std::string(name) + "(", "\n}\n");
+}
+
+// The definition of the table `__constant uint <name>[`, through its closing `};` line.
 std::string TableDefinition(std::string_view name) {
-  const std::string_view text = Template("cpu_math.cl");
-  const std::string head = "__constant uint " + std::string(name) + "[";
-  const size_t begin = text.find(head);
-  LAZYCL_CHECK(begin != std::string_view::npos && (begin == 0 || text[begin - 1] == '\n'),
-               "cpu_math.cl defines no %s", head.c_str());
-  const size_t end = text.find("};\n", begin);
-  LAZYCL_CHECK(end != std::string_view::npos, "cpu_math.cl: %s has no closing line", head.c_str());
-  return std::string(text.substr(begin, end + 3 - begin));
+  return Extract("__constant uint " + std::string(name) + "[", "};\n");
 }
 
 // `text` with each identifier that `from` names replaced by the matching `to`; words that
