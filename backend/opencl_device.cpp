@@ -14,6 +14,7 @@
 #include "backend/program_cache.h"
 #include "base/fault.h"
 #include "base/metrics_registry.h"
+#include "base/string_view.h"
 
 namespace lazycl::backend {
 namespace {
@@ -147,6 +148,41 @@ absl::StatusOr<std::vector<PlatformDesc>> Device::Enumerate() {
   return std::move(found->descs);
 }
 
+namespace {
+
+// Builds and loads one small kernel, so that a driver that loads its compiler at the first build
+// has loaded it (and registered the compiler's own exit handlers) before the runtime registers the
+// exit handlers that join its background builder (runtime/tiering.cpp): those then run first, and
+// no build is still inside the compiler when its teardown runs. Seen on an NVIDIA H200 (driver
+// 580.159.04): without this, 17 of 20 test processes crashed at exit inside libnvidia-nvvm on the
+// builder's thread; with a kernel that stores through a pointer, built and created, none did; an
+// empty kernel was not enough (the compiler sets up more at its first real compile), so this one
+// also calls a builtin and uses local memory. PoCL links its compiler at load and skips this.
+absl::Status LoadCompiler(const cl::Context& context, const cl::Device& device) {
+  static constexpr const char* kSource = R"CL(
+__kernel void lazycl_load_compiler(__global float* p, __local float* t) {
+  t[get_local_id(0)] = exp(p[get_global_id(0)]);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  p[get_global_id(0)] = t[0] * 2.0f;
+}
+)CL";
+  cl_int err = CL_SUCCESS;
+  cl::Program program(context, std::string(kSource), /*build=*/false, &err);
+  if (err != CL_SUCCESS) return ClStatus(err, "clCreateProgramWithSource");
+  err = program.build({device}, "-w");
+  if (err != CL_SUCCESS) {
+    cl_int log_err = CL_SUCCESS;
+    const std::string log = program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device, &log_err);
+    return absl::InternalError(absl::StrCat("the OpenCL compiler failed on a minimal kernel: ",
+                                            base::Sv(ClErrorName(err)), " (", err, ")\n", log));
+  }
+  cl::Kernel kernel(program, "lazycl_load_compiler", &err);
+  if (err != CL_SUCCESS) return ClStatus(err, "clCreateKernel");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& settings, int index) {
   absl::StatusOr<Discovery> found = Discover();
   if (!found.ok()) return found.status();
@@ -193,6 +229,11 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
   if (err != CL_SUCCESS) return ClStatus(err, "clCreateContext");
   impl->queue = cl::CommandQueue(impl->context, impl->device, CL_QUEUE_PROFILING_ENABLE, &err);
   if (err != CL_SUCCESS) return ClStatus(err, "clCreateCommandQueue");
+  if (info.platform_name.find("Portable Computing Language") == std::string::npos) {
+    if (absl::Status loaded = LoadCompiler(impl->context, impl->device); !loaded.ok()) {
+      return loaded;
+    }
+  }
   const bool host_pages = info.type == base::DeviceType::kCpu &&
                           impl->device.getInfo<CL_DEVICE_HOST_UNIFIED_MEMORY>() == CL_TRUE;
   impl->buffers = std::make_unique<BufferManager>(
@@ -205,7 +246,11 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
   if (!binary.ok()) return binary.status();
   impl->programs = std::make_unique<ProgramCache>(
       impl->context, impl->device,
-      ProgramCacheIdentity{info.platform_name, info.device_name, info.driver_version, *binary},
+      ProgramCacheIdentity{info.platform_name, info.device_name, info.driver_version, *binary,
+                           (impl->device.getInfo<CL_DEVICE_SINGLE_FP_CONFIG>() &
+                            CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0
+                               ? "-cl-fp32-correctly-rounded-divide-sqrt"
+                               : ""},
       settings.kernel_cache_dir, settings.debug,
       ProgramCacheLimits{settings.program_cache_size, settings.kernel_cache_max_bytes});
   if (settings.debug >= 1) {

@@ -188,7 +188,14 @@ std::string ProgramCache::KeyText(std::string_view source, std::string_view opti
       "lazycl ", LAZYCL_VERSION_STRING, "\nplatform: ", identity_.platform_name,
       "\ndevice: ", identity_.device_name, "\ndriver: ", identity_.driver_version,
       "\nbinary: ", identity_.binary == CachedBinary::kCompiledObject ? "object" : "executable",
-      "\noptions: ", base::Sv(options), "\nsource:\n", base::Sv(source));
+      "\ndevice options: ", identity_.device_options, "\noptions: ", base::Sv(options),
+      "\nsource:\n", base::Sv(source));
+}
+
+std::string ProgramCache::WithDeviceOptions(std::string_view options) const {
+  if (identity_.device_options.empty()) return std::string(options);
+  if (options.empty()) return identity_.device_options;
+  return absl::StrCat(identity_.device_options, " ", base::Sv(options));
 }
 
 std::string ProgramCache::MemberKey(std::string_view source, std::string_view options) {
@@ -234,9 +241,9 @@ absl::StatusOr<ProgramCache::Built> ProgramCache::BuildFromSource(std::string_vi
   // stderr): -w, unless LAZYCL_DEBUG >= 1, which prints the build log, warnings included. A
   // failed build's error carries its log either way. -w is not part of the cache key: it changes
   // no code.
+  const std::string own = WithDeviceOptions(options);
   const std::string options_text =
-      debug_ >= 1 ? std::string(options)
-                  : absl::StrCat(base::Sv(options), options.empty() ? "" : " ", "-w");
+      debug_ >= 1 ? own : absl::StrCat(own, own.empty() ? "" : " ", "-w");
   base::metrics::Add("ProgramBuilds", 1);
   const bool objects = identity_.binary == CachedBinary::kCompiledObject;
   if (objects) {
@@ -374,7 +381,7 @@ ProgramCache::Program* ProgramCache::LoadProgram(const std::string& path, const 
       err = CL_LINK_PROGRAM_FAILURE;
     }
   } else if (err == CL_SUCCESS) {
-    const std::string options_text(options);
+    const std::string options_text = WithDeviceOptions(options);
     err = loaded.build({device_}, options_text.c_str());
   }
   if (mark == LoadMark::kMarked) std::filesystem::remove(marker, ec);

@@ -94,6 +94,10 @@ struct ProgramCacheIdentity {
   std::string device_name;
   std::string driver_version;
   CachedBinary binary = CachedBinary::kExecutable;
+  // Build options every program of the device gets, before its own (part of the cache key):
+  // "-cl-fp32-correctly-rounded-divide-sqrt" where the device offers it, so that f32 division
+  // and sqrt round as the host's do (NVIDIA's default division is not correctly rounded).
+  std::string device_options;
 };
 
 // What LAZYCL_KERNEL_CACHE_BINARY asks for on this device: kAuto is kCompiledObject on PoCL
@@ -176,6 +180,8 @@ class ProgramCache {
   static std::string MemberKey(std::string_view source, std::string_view options);
   static std::string MemberSuffix(const std::string& member_key);
   std::string KeyText(std::string_view source, std::string_view options) const;
+  // identity_.device_options, then `options`.
+  std::string WithDeviceOptions(std::string_view options) const;
 
   // With `lock` held on mu_; a build releases it while the compiler runs.
   absl::Status EnsureLocked(std::unique_lock<std::mutex>& lock,

@@ -58,6 +58,11 @@ class BackgroundBuilder {
       lock.unlock();
       job();
       lock.lock();
+      // A driver may register exit handlers of its own during a build (NVIDIA's compiler set up
+      // more at its first real compile than LoadCompiler's kernel made it): registered again
+      // after the first build, Stop runs ahead of those too. Stop may run twice; the second
+      // finds nothing to do.
+      if (finished_ == 0) std::atexit([] { Get().Stop(); });
       ++finished_;
       done_cv_.notify_all();
     }

@@ -13,7 +13,9 @@ namespace lazycl::runtime {
 
 // Runs `job` on the background builder, after the jobs submitted before it. The thread starts at
 // the first job. At process exit it finishes the job in progress and drops the rest: a build
-// still running while PoCL's compiler is destroyed would crash the process.
+// still running while the compiler is destroyed would crash the process. (That needs the exit
+// handler to run before the compiler's own: registered after the device opened, and a device
+// opens with its compiler loaded; see LoadCompiler in backend/opencl_device.cpp.)
 void SubmitBackgroundBuild(std::function<void()> job);
 
 // Blocks until every job submitted so far has run.
