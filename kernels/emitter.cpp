@@ -23,6 +23,13 @@ namespace {
 // only its work-item loop (silu(a) * b over [64, 352]: 16.9 us guarded).
 constexpr int64_t kTailOnlyBelow = int64_t{1} << 16;
 
+// Generated code rounds every operation on its own, as the host interpreter does: OpenCL C lets
+// the compiler contract a * b + c into one fma, and NVIDIA's does so across statements (rand's
+// lo + (hi - lo) * u differed from the host in the last bit on an H200). The helpers before it
+// (cpu_math.cl and the like) keep the default; kContracted restores it where a template follows.
+constexpr absl::string_view kUncontracted = "#pragma OPENCL FP_CONTRACT OFF\n";
+constexpr absl::string_view kContracted = "#pragma OPENCL FP_CONTRACT ON\n";
+
 // The work-group width of a row piece `width` columns wide (whole vectors of 16).
 size_t RowsLocal(int64_t width) { return width % 64 == 0 ? 64 : width % 32 == 0 ? 32 : 16; }
 
@@ -314,10 +321,10 @@ std::string Emitter::FinishFunction(absl::string_view ret, absl::string_view nam
     absl::StrAppend(&params, ", ", params_[i]);
     absl::StrAppend(&names, ", ", names_[i]);
   }
-  std::string text = Helpers();
+  std::string text = absl::StrCat(Helpers(), kUncontracted);
   absl::StrAppend(&text, "#define LC_EPI_PARAMS ", params, "\n#define LC_EPI_ARGS ", names,
                   "\nstatic inline ", ret, " ", name, "(", leading, " LC_EPI_PARAMS) {\n", body_,
-                  "}\n");
+                  "}\n", kContracted);
   *args = args_;
   return text;
 }
@@ -326,7 +333,7 @@ KernelSpec Emitter::FinishIndexed(absl::string_view prefix, int64_t count) {
   const std::string limit = Sym(count, "count");
   const std::string params = absl::StrJoin(params_, ",\n    ");
   const std::string names = absl::StrJoin(names_, ", ");
-  std::string text = Helpers();
+  std::string text = absl::StrCat(Helpers(), kUncontracted);
   const std::string hash_input = absl::StrCat(idx_, text, params, "|", limit, "|", body_);
   const std::string name =
       absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
@@ -363,7 +370,7 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
   // work-item computes its column of every piece, one body after the other.
   bool joined = pieces.size() > 1;
   for (const RowPiece& p : pieces) joined = joined && p.hi - p.lo == pieces[0].hi - pieces[0].lo;
-  std::string text = Helpers();
+  std::string text = absl::StrCat(Helpers(), kUncontracted);
   std::string hash_input = absl::StrCat(idx_, text, params, joined ? "|joined rows" : "|rows");
   for (const RowPiece& p : pieces) absl::StrAppend(&hash_input, "|", p.body);
   const std::string name =
@@ -433,7 +440,7 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
 
 KernelSpec Emitter::FinishGroups(absl::string_view prefix, int64_t groups, size_t local) {
   const std::string params = absl::StrJoin(params_, ",\n    ");
-  std::string text = Helpers();
+  std::string text = absl::StrCat(Helpers(), kUncontracted);
   const std::string hash_input = absl::StrCat(idx_, text, params, "|groups ", local, "|", body_);
   const std::string name =
       absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
