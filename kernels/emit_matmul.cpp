@@ -77,7 +77,15 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
     spec.options =
         absl::StrCat("-DLC_VW=", bl.vw, " -DMR=", bl.mr, " -DNR=", bl.nr, " -DKB=", bl.kb);
   const std::string t = CType(root.dtype);
-  if (!blocked) spec.options = absl::StrCat("-DT=", t, " -DTS=16");
+  // Off the CPU: 16 x 16 work-items, each computing rb x rb elements of C (matmul.cl's RB) where
+  // that still leaves two work-groups per compute unit; 4 x 4 does a quarter of the local-memory
+  // reads per multiply-add.
+  const int64_t groups_of_64 = (m + 63) / 64 * ((n + 63) / 64) * batches;
+  const int rb = !blocked && !target.one_matmul_program &&
+                         groups_of_64 >= 2 * std::max(target.compute_units, 4)
+                     ? 4
+                     : 1;
+  if (!blocked) spec.options = absl::StrCat("-DT=", t, " -DTS=16", rb > 1 ? " -DRB=4" : "");
   auto buffer = [](BufferRef ref, bool written) {
     KernelArgSpec s;
     s.kind = KernelArgSpec::Kind::kBuffer;
@@ -160,7 +168,8 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
   } else {
     spec.launches.push_back(
         Launch{"matmul",
-               {RoundUp(static_cast<size_t>(n), 16), RoundUp(static_cast<size_t>(m), 16),
+               {RoundUp(static_cast<size_t>(n), static_cast<size_t>(16 * rb)) / rb,
+                RoundUp(static_cast<size_t>(m), static_cast<size_t>(16 * rb)) / rb,
                 static_cast<size_t>(batches)},
                {16, 16, 1},
                {}});

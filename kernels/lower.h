@@ -31,6 +31,9 @@ struct Target {
   int compute_units = 0;           // CL_DEVICE_MAX_COMPUTE_UNITS (0: not known)
   bool fp64 = false;               // the device computes f64 (cl_khr_fp64)
   bool bind_offsets = false;       // copied from Graph::bind_offsets by Lower
+  // The generic tier's target: one matmul.cl program serves every shape (no register blocking
+  // chosen per shape, which would be another program to build).
+  bool one_matmul_program = false;
   // The scalar index of each Scalar leaf (Graph::scalar_of), set by Lower for the emitters.
   const absl::flat_hash_map<const ir::Node*, int>* scalar_of = nullptr;
 };

@@ -65,6 +65,7 @@ Target Tiled(const Target& target) {
   Target tiled = target;
   tiled.cpu = false;
   tiled.bind_offsets = true;
+  tiled.one_matmul_program = true;
   return tiled;
 }
 

@@ -682,13 +682,15 @@ TEST(OpsMoreTest, ReductionsThatKeepTheLastDimMatchHost) {
 // product, SwiGLU's silu gate; a per-row scale has no vector form and stays scalar; dual
 // products (two products of one A read by one chain, matmul_cpu.cl's LC_DUAL: K past a panel's
 // depth, N at and between panel edges, batched, through row splits). Against the host, with
-// sizes at and between the panel edges.
+// sizes at and between the panel edges. On the GPU strategy (ops_more_gpu_test) 70 x 260 x 200
+// takes matmul.cl's 4 x 4 register blocks (8 or more 64-square blocks), with ragged edges and,
+// in x^T @ g, a transposed A read in place.
 TEST(OpsMoreTest, MatmulEpiloguesMatchHost) {
   struct Case {
     int64_t m, k, n;
   };
   const Case cases[] = {{70, 300, 45},  {33, 64, 64}, {17, 20, 100}, {1, 5, 16},
-                        {40, 513, 130}, {9, 7, 1},    {0, 4, 32}};
+                        {40, 513, 130}, {9, 7, 1},    {0, 4, 32},    {70, 260, 200}};
   uint64_t seed = 1000;
   for (const Case& c : cases) {
     SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n));
