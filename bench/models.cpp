@@ -20,6 +20,7 @@
 #include "examples/llama/model.h"
 #include "lazycl/lazycl.h"
 #include "runtime/devices.h"
+#include "runtime/tiering.h"
 
 namespace lazycl::bench {
 namespace {
@@ -77,6 +78,11 @@ int Models(const std::vector<std::string>& argv) {
                  args.error().c_str());
     return 2;
   }
+  // The timed rows measure the fused programs a steady loop runs: under tiered execution the
+  // warm-up runs could still be on the generic kernels while the fused program builds (on an
+  // H200 all of W1's timed runs were, 2.5 ms where its program takes 0.19). The first-result
+  // rows of `ops` time tiering itself, in fresh processes with their own LAZYCL_COMPILE.
+  runtime::SetCompileMode(base::CompileMode::kSync);
   const std::string only = args.option("only").value_or("");
   // A row (or a group of rows, by the prefix of their names) that --only selects.
   auto wanted = [&](const std::string& name) {
