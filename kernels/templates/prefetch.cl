@@ -1,10 +1,13 @@
 // LC_PREFETCH(p): a hint that the cache line at p will be read soon. The CPU matmul
 // (matmul_cpu.cl) and its generated epilogue's lc_prefetch16 use it; emit_matmul.cpp puts this
-// text before both. clang's __builtin_prefetch takes a generic pointer, which a __global one
-// converts to only where the compiler has one: PoCL compiles as OpenCL C 3.0 by default and
-// accepts it; NVIDIA compiles as 1.2 (no -cl-std is passed) and rejects it as a build error
-// ("changes address space of pointer"), so there OpenCL's own prefetch is used.
-#if defined(__has_builtin) && __OPENCL_C_VERSION__ >= 200
+// text before both. clang's __builtin_prefetch, where the kernel compiles to the host's
+// instructions (PoCL's CPU devices define the host's architecture macros), emits a prefetch;
+// elsewhere it may not build at all: NVIDIA's compiler rejects a __global pointer where the
+// builtin takes a generic one ("changes address space of pointer", seen on an H200; the build
+// still failed there when the builtin was kept for __OPENCL_C_VERSION__ >= 200, its log not
+// kept), so there OpenCL's own prefetch is used.
+#if defined(__has_builtin) && (defined(__x86_64__) || defined(__i386__) || \
+                               defined(__aarch64__) || defined(__riscv) || defined(__powerpc64__))
 #if __has_builtin(__builtin_prefetch)
 #define LC_PREFETCH(p) __builtin_prefetch(p)
 #endif
