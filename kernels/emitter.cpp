@@ -321,7 +321,7 @@ std::string Emitter::FinishFunction(absl::string_view ret, absl::string_view nam
     absl::StrAppend(&params, ", ", params_[i]);
     absl::StrAppend(&names, ", ", names_[i]);
   }
-  std::string text = absl::StrCat(Helpers(), kUncontracted);
+  std::string text = Helpers();
   absl::StrAppend(&text, "#define LC_EPI_PARAMS ", params, "\n#define LC_EPI_ARGS ", names,
                   "\nstatic inline ", ret, " ", name, "(", leading, " LC_EPI_PARAMS) {\n", body_,
                   "}\n", kContracted);
@@ -333,7 +333,7 @@ KernelSpec Emitter::FinishIndexed(absl::string_view prefix, int64_t count) {
   const std::string limit = Sym(count, "count");
   const std::string params = absl::StrJoin(params_, ",\n    ");
   const std::string names = absl::StrJoin(names_, ", ");
-  std::string text = absl::StrCat(Helpers(), kUncontracted);
+  std::string text = Helpers();
   const std::string hash_input = absl::StrCat(idx_, text, params, "|", limit, "|", body_);
   const std::string name =
       absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
@@ -370,7 +370,7 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
   // work-item computes its column of every piece, one body after the other.
   bool joined = pieces.size() > 1;
   for (const RowPiece& p : pieces) joined = joined && p.hi - p.lo == pieces[0].hi - pieces[0].lo;
-  std::string text = absl::StrCat(Helpers(), kUncontracted);
+  std::string text = Helpers();
   std::string hash_input = absl::StrCat(idx_, text, params, joined ? "|joined rows" : "|rows");
   for (const RowPiece& p : pieces) absl::StrAppend(&hash_input, "|", p.body);
   const std::string name =
@@ -440,7 +440,7 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
 
 KernelSpec Emitter::FinishGroups(absl::string_view prefix, int64_t groups, size_t local) {
   const std::string params = absl::StrJoin(params_, ",\n    ");
-  std::string text = absl::StrCat(Helpers(), kUncontracted);
+  std::string text = Helpers();
   const std::string hash_input = absl::StrCat(idx_, text, params, "|groups ", local, "|", body_);
   const std::string name =
       absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
@@ -756,6 +756,7 @@ std::string Emitter::EvalElementwise(const Node& n, const Index& idx) {
 std::string Emitter::Helpers() const {
   std::string text;
   for (CpuMath f : helpers_) absl::StrAppend(&text, CpuMathSource(f));
+  absl::StrAppend(&text, kUncontracted);  // for the generated code that follows
   return text;
 }
 

@@ -218,7 +218,8 @@ class Emitter {
   // Gather and ScatterAdd (emit_gather.cpp): the dims they force equal, and Gather's value.
   void UnifyIndexing(const ir::Node& n);
   std::string Gather(const ir::Node& n, const Index& idx);
-  // The CPU maths functions the body calls, each defined once, in order of first call.
+  // The CPU maths functions the body calls, each defined once, in order of first call, then
+  // #pragma OPENCL FP_CONTRACT OFF for the generated code that follows them.
   std::string Helpers() const;
   DimRef Find(DimRef r);
   void Union(DimRef a, DimRef b);

@@ -299,10 +299,11 @@ class Builder {
         return ReduceCombine(op, d, self(lo, mid, self), self(mid, hi, self), /*grouped=*/true);
       };
       std::string body = absl::StrCat(
-          "  LC_COORDS\n  const long base = LC_AT(a);\n  ", t, " lane[8], comp[8];\n",
-          "  for (int l = 0; l < 8; ++l) {\n    lane[l] = ", ReduceIdentity(op, d),
-          ";\n    comp[l] = 0;\n  }\n  if (linear) {\n    for (long j = 0; j < m; ++j) {\n",
-          "      const ", t, " v = a[base + j];\n      ", accumulate,
+          "  LC_COORDS\n  const long base = LC_AT(a);\n  ", t, " lane[8];\n",
+          compensated ? absl::StrCat("  ", t, " comp[8] = {0};\n") : "",
+          "  for (int l = 0; l < 8; ++l) lane[l] = ", ReduceIdentity(op, d),
+          ";\n  if (linear) {\n    for (long j = 0; j < m; ++j) {\n", "      const ", t,
+          " v = a[base + j];\n      ", accumulate,
           "\n    }\n  } else {\n    for (long j = 0; j < m; ++j) {\n      long q = j;\n");
       for (int k = kGenericRank - 1; k >= 1; --k) {
         absl::StrAppend(&body, "      const long e", k, " = q % t", k, ";\n      q /= t", k, ";\n");
