@@ -24,7 +24,8 @@ void WaitForBackgroundBuilds();
 // The mode graphs run under: LAZYCL_COMPILE, unless SetCompileMode chose another.
 base::CompileMode CurrentCompileMode();
 // Overrides LAZYCL_COMPILE for this process (nullopt: back to it). For tests, which compare the
-// tiers in one process; a graph already prepared keeps the generic plan it has or lacks.
+// tiers in one process, and lazycl-bench, which times the fused programs; a graph already
+// prepared keeps the generic plan it has or lacks.
 void SetCompileMode(std::optional<base::CompileMode> mode);
 
 }  // namespace lazycl::runtime
