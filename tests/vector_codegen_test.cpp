@@ -41,6 +41,43 @@ Product MakeProduct(int64_t m, int64_t k, int64_t n) {
   return p;
 }
 
+// A^T (a transposed view: rows 1 apart, k m apart) is packed once per pass for several panels
+// (matmul_cpu.cl's LC_APACK) where that leaves work-items for every core; A read along its rows,
+// a product too small to share, and a group of products (panels of other products) keep A in
+// place. The values are checked on every blocking in matmul_tune_test.
+TEST(VectorCodegen, MatmulPacksATransposedAForSeveralPanels) {
+  Target target;
+  target.compute_units = 2;
+  auto emit = [&](int64_t m, int64_t k, int64_t n, bool transposed) {
+    Product p = MakeProduct(m, k, n);
+    if (transposed) p.sa = StridedOperand{Param(0), 0, 0, 1, m, 0, 0};
+    return EmitMatmul(*p.c, BufferRef{BufferRef::Kind::kOutput, 0}, p.sa, p.sb, target);
+  };
+  const KernelSpec packed = emit(2048, 2048, 2048, true);
+  EXPECT_TRUE(Has(packed.options, "-DLC_APACK=128")) << packed.options;
+  ASSERT_EQ(packed.launches.size(), 1u);
+  EXPECT_EQ(packed.launches[0].global[0], 16u);  // 2048 rows, 128 per work-item
+  EXPECT_EQ(packed.launches[0].global[1], 8u);   // 64 panels of 32 columns, 8 per work-item
+  EXPECT_EQ(packed.args.back().value, 8);        // np
+  EXPECT_FALSE(Has(emit(2048, 2048, 2048, false).options, "LC_APACK"));
+  EXPECT_FALSE(Has(emit(33, 65, 40, true).options, "LC_APACK"));
+  // No more local memory than the device has.
+  target.local_mem_bytes = 32 * 1024;
+  EXPECT_FALSE(Has(emit(2048, 2048, 2048, true).options, "LC_APACK"));
+  target.local_mem_bytes = 0;
+
+  Product p = MakeProduct(2048, 2048, 2048);
+  p.sa = StridedOperand{Param(0), 0, 0, 1, 2048, 0, 0};
+  NodePtr b2 = ir::MakeBuffer(nullptr, DType::f32, {2048, 2048});
+  NodePtr c2 = Ok(ir::MakeMatmul(p.a, b2));
+  const KernelSpec group = EmitMatmulGroup(
+      {p.c.get(), c2.get()},
+      {BufferRef{BufferRef::Kind::kOutput, 0}, BufferRef{BufferRef::Kind::kOutput, 1}}, p.sa,
+      {p.sb, StridedOperand{Param(2), 0, 0, 2048, 1, 0, 0}}, target);
+  EXPECT_FALSE(Has(group.options, "LC_APACK")) << group.options;
+  EXPECT_EQ(group.launches[0].global[1], 128u);  // every panel of both products
+}
+
 TEST(VectorCodegen, MatmulEpilogueWithAVectorFormRunsOnWholePanels) {
   const Product p = MakeProduct(64, 32, 48);
   const ir::Shape shape = {64, 48};

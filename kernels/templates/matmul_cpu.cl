@@ -19,8 +19,8 @@
 // Same arguments as matmul.cl plus `mb` (rows per work-item, a multiple of MR): A and B are strided
 // views (offset and strides in elements, the batch dims folded into one stride or two levels,
 // as matmul.cl says); C's element (b, row, col) at c_off + batch offset + row * c_sm + col, as
-// matmul.cl says (contiguous, or a permute's layout). Work-items: (ceil(M / mb), ceil(N / NR), batches), local
-// size {1, 1, 1}. Rows past C's edge are clamped for reading and not stored; columns past it read
+// matmul.cl says (contiguous, or a permute's layout). Work-items: (ceil(M / mb), ceil(N / NR), batches)
+// (with LC_APACK, ceil(N / NR / np) along dim 1), local size {1, 1, 1}. Rows past C's edge are clamped for reading and not stored; columns past it read
 // zeros from the copy and are not stored; B with non-unit column stride is gathered when copied.
 // With an epilogue, earlier passes store plain partial sums, the last one the epilogue's value.
 // A generated source may put an epilogue before this text: LC_EPILOGUE defined, and
@@ -48,6 +48,18 @@
 // of both products over all of K at once, reading both Bs in place (no panel copy, no partial
 // sums), and stores the epilogue's value of the two accumulators,
 // `lc_epilogue(acc, acc2, batch, row, col LC_EPI_ARGS)`: neither product goes to memory.
+// A^T packed (LC_APACK defined: A's rows are contiguous, a_sm == 1, its k a_sk apart): a
+// work-item takes `np` consecutive panels (argument after `mb`) and, each pass, first copies its
+// rows of A^T into local memory, block by block ([mb / MR][KB][MR], LC_APACK = the most rows),
+// which all its panels then read. Read in place, each k of a block is a line a_sk floats from the
+// last (8 KiB at M = 2048): a new page and the same few cache sets for every k, so each line came
+// from L3 once per panel and block half; packed, A^T is read once per pass with whole lines, for
+// np panels. Not with groups or a dual product.
+#ifdef LC_APACK
+#define LC_APACK_PARAMS , long np
+#else
+#define LC_APACK_PARAMS
+#endif
 #ifdef LC_DUAL
 #define LC_DUAL_PARAMS                                                                     \
   , __global const float* restrict B2, long b2_off, long b2_sb, long b2_bi, long b2_sg, \
@@ -92,16 +104,23 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
                          long b_off, long b_sb, long b_bi, long b_sg, long b_sk, long b_sn,
                          __global float* restrict C, long c_off, long c_sb, long c_bi,
                          long c_sg, long c_sm, long M, long N, long K,
-                         long mb LC_GROUP_PARAMS LC_DUAL_PARAMS LC_EPI_PARAMS) {
+                         long mb LC_APACK_PARAMS LC_GROUP_PARAMS LC_DUAL_PARAMS LC_EPI_PARAMS) {
   __local float panel[KB * NR];
   const long m_begin = (long)get_global_id(0) * mb;
   const long m_end = min(m_begin + mb, M);
   long panel_index = (long)get_global_id(1);
   LC_GROUP_SELECT
-  const long n0 = panel_index * NR;
   const long batch = get_global_id(2);
+#ifdef LC_APACK
+  __local float apack[KB * LC_APACK];
+  const long p_begin = panel_index * np;
+  const long p_end = min(p_begin + np, (N + NR - 1) / NR);
+  const bool direct = false;
+#else
+  const long n0 = panel_index * NR;
   const bool full = n0 + NR <= N;
   const bool direct = b_sn == 1 && full && mb < 4 * MR;
+#endif
   A += a_off + (batch / a_bi) * a_sg + (batch % a_bi) * a_sb;
   B += b_off + (batch / b_bi) * b_sg + (batch % b_bi) * b_sb;
   __global float* c = C + c_off + (batch / c_bi) * c_sg + (batch % c_bi) * c_sb;
@@ -175,6 +194,18 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
     const long kn = min((long)KB, K - k0);
     const bool last = k0 + KB >= K;
     __global const float* bk = B + k0 * b_sk;
+#ifdef LC_APACK
+    for (long k = 0; k < kn; ++k) {
+      __global const float* src = A + (k0 + k) * a_sk + m_begin;
+      for (long r0 = 0; r0 < m_end - m_begin; r0 += MR) {
+        __local float* dst = apack + (r0 * KB + k * MR);
+        for (int i = 0; i < MR; ++i) dst[i] = m_begin + r0 + i < M ? src[r0 + i] : 0.0f;
+      }
+    }
+    for (long p = p_begin; p < p_end; ++p) {
+    const long n0 = p * NR;
+    const bool full = n0 + NR <= N;
+#endif
     if (direct) {
       // read in place below
     } else if (b_sn == 1 && full) {
@@ -230,13 +261,24 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
       // its copy into the panel otherwise waits on rows that are N floats apart, a page each at
       // N = 1024, which the hardware prefetchers do not follow (+4-10% on [256, 1024] x
       // [1024, 1024], +2% at 1024 and 2048 on a Zen 4 EPYC; no change where K <= KB).
+      // Packed, the panel after this one in the pass comes next (the first of the next pass
+      // after the last).
+#ifdef LC_APACK
+      const bool same_pass = p + 1 < p_end;
+      __global const float* next = same_pass ? bk + n0 + NR : bk + KB * b_sk + p_begin * NR;
+      const bool next_full = (same_pass ? n0 + NR : p_begin * NR) + NR <= N;
+      const long next_kn = same_pass ? kn : min((long)KB, K - k0 - KB);
+      if ((same_pass || !last) && b_sn == 1 && next_full) {
+#else
+      __global const float* next = bk + KB * b_sk + n0;
+      const long next_kn = min((long)KB, K - k0 - KB);
       if (!last && !direct && b_sn == 1 && full) {
+#endif
         const long blocks = (m_end - m_begin + MR - 1) / MR;
         const long per = (KB + blocks - 1) / blocks;
         const long first = ((m0 - m_begin) / MR) * per;
-        const long kn2 = min((long)KB, K - k0 - KB);
-        for (long k = first; k < min(first + per, kn2); ++k) {
-          for (int j = 0; j < NR; j += 16) LC_PREFETCH(bk + (KB + k) * b_sk + n0 + j);
+        for (long k = first; k < min(first + per, next_kn); ++k) {
+          for (int j = 0; j < NR; j += 16) LC_PREFETCH(next + k * b_sk + j);
         }
       }
 #define LC_ROW_FMA(i)                  \
@@ -250,7 +292,23 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
           const long ak = k * a_sk;
           LC_ROWS(LC_ROW_FMA)
         }
-      } else if (a_sm == 1) {
+      }
+#ifdef LC_APACK
+      else {
+        __local const float* ap = apack + (m0 - m_begin) * KB;
+#define LC_ROW_FMA_PACKED(i)                 \
+  {                                          \
+    const LC_FV x = (LC_FV)(ap[k * MR + i]); \
+    LC_VECS(LC_FMA, i)                       \
+  }
+        for (long k = 0; k < kn; ++k) {
+          LC_VECS(LC_LOAD_B, 0)
+          LC_ROWS(LC_ROW_FMA_PACKED)
+        }
+#undef LC_ROW_FMA_PACKED
+      }
+#else
+      else if (a_sm == 1) {
         // A^T read in place: for each k a block's rows share a line, and the lines of
         // consecutive k are a_sk floats apart (8 KiB at 2048), so they fall into a few cache sets
         // and are evicted before the next block reads the other half of them; each is fetched 32
@@ -269,6 +327,7 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
           LC_ROWS(LC_ROW_FMA)
         }
       }
+#endif
 #undef LC_ROW_FMA
 #if defined(LC_EPILOGUE16)
 #define LC_STORE_LAST(i)                                                                \
@@ -314,6 +373,9 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
       LC_ROWS(LC_STORE)
 #undef LC_STORE
     }
+#ifdef LC_APACK
+    }  // panels
+#endif
   }
 #endif
 }
