@@ -26,9 +26,9 @@ namespace {
 // kMatmulItemsPerUnit per compute unit.
 constexpr int64_t kMatmulMinWorkItems = 16;
 constexpr int64_t kMatmulItemsPerUnit = 4;
-// A^T packed (matmul_cpu.cl's LC_APACK): at most this many panels share one packed copy, and the
-// copy and the B panel take at most this much local memory.
-constexpr int64_t kMatmulPackPanels = 8;
+// Panels per work-item (matmul_cpu.cl's LC_PANELS) at most; a packed A^T (LC_APACK) and the B
+// panel take at most this much local memory.
+constexpr int64_t kMatmulMaxPanels = 8;
 constexpr int64_t kMatmulPackBytes = 256 * 1024;
 
 // matmul_cpu.cl's unrolling macros for `b` (the rest of its blocking comes as -D options):
@@ -50,10 +50,11 @@ bool ValidBlocking(const MatmulBlocking& b) {
 
 namespace {
 
-// EmitMatmul; `may_pack` false keeps A in place (a group's panels are its products').
+// EmitMatmul; `share_panels` false keeps one panel per work-item (a group's panels are its
+// products').
 KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const StridedOperand& b,
                 const Target& target, const Node* epilogue, const InputMap* inputs,
-                const StridedOperand* stored, const SecondProduct* second, bool may_pack) {
+                const StridedOperand* stored, const SecondProduct* second, bool share_panels) {
   const size_t r = root.shape.size();
   const int64_t m = root.shape[r - 2];
   const int64_t n = root.shape[r - 1];
@@ -157,20 +158,23 @@ KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const 
         std::max<int64_t>(kMatmulMinWorkItems, kMatmulItemsPerUnit * target.compute_units);
     while (rows > mr && work_items(rows) < min_items) rows = std::max(mr, rows / 2 / mr * mr);
     spec.args.push_back(i64(rows));
-    // A^T (its rows contiguous, its k apart) packed per pass for np panels (matmul_cpu.cl's
-    // LC_APACK) where that leaves enough work-items.
+    // Several panels per work-item where that leaves enough work-items, and A^T (its rows
+    // contiguous, its k apart) packed per pass for them (matmul_cpu.cl's LC_PANELS, LC_APACK).
     const int64_t panels = (n + nr - 1) / nr;
     const int64_t row_groups = (m + rows - 1) / rows;
-    int64_t np = std::min<int64_t>(panels, kMatmulPackPanels);
+    int64_t np = std::min<int64_t>(panels, kMatmulMaxPanels);
     while (np > 1 && row_groups * ((panels + np - 1) / np) * batches < 2 * min_items) np /= 2;
     const int64_t pack_bytes = int64_t{bl.kb} * (rows + nr) * 4;
-    const bool pack = may_pack && second == nullptr && a.row_stride == 1 && a.col_stride != 1 &&
-                      k > 1 && np >= 2 && pack_bytes <= kMatmulPackBytes &&
+    const bool a_transposed = a.row_stride == 1 && a.col_stride != 1 && k > 1;
+    const bool several =
+        share_panels && second == nullptr && np >= 2 && (b.col_stride == 1 || a_transposed);
+    const bool pack = several && a_transposed && pack_bytes <= kMatmulPackBytes &&
                       (target.local_mem_bytes <= 0 || pack_bytes <= target.local_mem_bytes);
-    if (pack) {
-      absl::StrAppend(&spec.options, " -DLC_APACK=", rows);
+    if (several) {
+      absl::StrAppend(&spec.options, " -DLC_PANELS");
       spec.args.push_back(i64(np));
     }
+    if (pack) absl::StrAppend(&spec.options, " -DLC_APACK=", rows);
     if (second != nullptr) {  // matmul_cpu.cl's LC_DUAL_PARAMS
       const StridedOperand& b2 = second->b;
       for (const KernelArgSpec& arg :
@@ -179,12 +183,12 @@ KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const 
         spec.args.push_back(arg);
       }
     }
-    spec.launches.push_back(Launch{
-        "matmul_cpu",
-        {static_cast<size_t>(row_groups),
-         static_cast<size_t>(pack ? (panels + np - 1) / np : panels), static_cast<size_t>(batches)},
-        {1, 1, 1},
-        {}});
+    spec.launches.push_back(Launch{"matmul_cpu",
+                                   {static_cast<size_t>(row_groups),
+                                    static_cast<size_t>(several ? (panels + np - 1) / np : panels),
+                                    static_cast<size_t>(batches)},
+                                   {1, 1, 1},
+                                   {}});
   } else {
     spec.launches.push_back(
         Launch{"matmul",
@@ -287,7 +291,7 @@ KernelSpec EmitMatmul(const Node& root, BufferRef out, const StridedOperand& a,
                       const StridedOperand& b, const Target& target, const Node* epilogue,
                       const InputMap* inputs, const StridedOperand* stored,
                       const SecondProduct* second) {
-  return Emit(root, out, a, b, target, epilogue, inputs, stored, second, /*may_pack=*/true);
+  return Emit(root, out, a, b, target, epilogue, inputs, stored, second, /*share_panels=*/true);
 }
 
 KernelSpec EmitMatmulGroup(const std::vector<const Node*>& roots,
@@ -298,7 +302,7 @@ KernelSpec EmitMatmulGroup(const std::vector<const Node*>& roots,
                "codegen: invalid matmul group of %zu", roots.size());
   if (roots.size() == 1) return EmitMatmul(*roots[0], outs[0], a, bs[0], target);
   KernelSpec spec = Emit(*roots[0], outs[0], a, bs[0], target, nullptr, nullptr, nullptr, nullptr,
-                         /*may_pack=*/false);
+                         /*share_panels=*/false);
   const Node& first = *roots[0];
   const size_t r = first.shape.size();
   const int64_t m = first.shape[r - 2], k = first.operands[0]->shape[r - 1];
@@ -317,7 +321,7 @@ KernelSpec EmitMatmulGroup(const std::vector<const Node*>& roots,
                  ir::NodeString(first).c_str());
     // The product's own arguments, made as EmitMatmul makes them.
     const KernelSpec own = Emit(n, outs[g], a, bs[g], target, nullptr, nullptr, nullptr, nullptr,
-                                /*may_pack=*/false);
+                                /*share_panels=*/false);
     // EmitMatmul's order: A (7), B (7), C (6), M, N, K, mb.
     for (size_t i = 7; i < 20; ++i) spec.args.push_back(own.args[i]);
     spec.args.push_back(own.args[21]);  // N

@@ -126,7 +126,9 @@ TEST(MatmulTuneTest, EveryCandidateMatchesTheHost) {
       {{33, 65}, {65, 40}, false, true},                 // B^T read in place
       {{203, 40}, {40, 600}, false, true},               // B^T: a work-item takes all 203 rows
       {{3, 17, 33}, {3, 33, 18}, true, true},
-      // A^T packed for several panels (LC_APACK): ragged rows, panels and passes, batched.
+      // Several panels per work-item (LC_PANELS), A^T packed for them (LC_APACK): ragged rows,
+      // panels and passes, batched.
+      {{300, 290}, {290, 1100}},
       {{2, 300, 290}, {2, 290, 1100}, true, false},
   };
   const Device host = Device::host();

@@ -41,40 +41,49 @@ Product MakeProduct(int64_t m, int64_t k, int64_t n) {
   return p;
 }
 
-// A^T (a transposed view: rows 1 apart, k m apart) is packed once per pass for several panels
-// (matmul_cpu.cl's LC_APACK) where that leaves work-items for every core; A read along its rows,
-// a product too small to share, and a group of products (panels of other products) keep A in
-// place. The values are checked on every blocking in matmul_tune_test.
-TEST(VectorCodegen, MatmulPacksATransposedAForSeveralPanels) {
+// A work-item takes several panels of a product with a row-major B or a transposed A (a view:
+// rows 1 apart, k m apart), where that leaves work-items for every core, and packs a transposed
+// A once per pass for them (matmul_cpu.cl's LC_PANELS, LC_APACK); B^T with a row-major A, a
+// product too small to share, and a group of products (its panels are other products') keep one
+// panel per work-item. The values are checked on every blocking in matmul_tune_test.
+TEST(VectorCodegen, MatmulSharesRowsOfAOverSeveralPanels) {
   Target target;
   target.compute_units = 2;
-  auto emit = [&](int64_t m, int64_t k, int64_t n, bool transposed) {
+  auto emit = [&](int64_t m, int64_t k, int64_t n, bool ta, bool tb = false) {
     Product p = MakeProduct(m, k, n);
-    if (transposed) p.sa = StridedOperand{Param(0), 0, 0, 1, m, 0, 0};
+    if (ta) p.sa = StridedOperand{Param(0), 0, 0, 1, m, 0, 0};
+    if (tb) p.sb = StridedOperand{Param(1), 0, 0, 1, k, 0, 0};
     return EmitMatmul(*p.c, BufferRef{BufferRef::Kind::kOutput, 0}, p.sa, p.sb, target);
   };
   const KernelSpec packed = emit(2048, 2048, 2048, true);
+  EXPECT_TRUE(Has(packed.options, "-DLC_PANELS")) << packed.options;
   EXPECT_TRUE(Has(packed.options, "-DLC_APACK=128")) << packed.options;
   ASSERT_EQ(packed.launches.size(), 1u);
   EXPECT_EQ(packed.launches[0].global[0], 16u);  // 2048 rows, 128 per work-item
   EXPECT_EQ(packed.launches[0].global[1], 8u);   // 64 panels of 32 columns, 8 per work-item
   EXPECT_EQ(packed.args.back().value, 8);        // np
-  EXPECT_FALSE(Has(emit(2048, 2048, 2048, false).options, "LC_APACK"));
-  EXPECT_FALSE(Has(emit(33, 65, 40, true).options, "LC_APACK"));
-  // No more local memory than the device has.
-  target.local_mem_bytes = 32 * 1024;
-  EXPECT_FALSE(Has(emit(2048, 2048, 2048, true).options, "LC_APACK"));
+  const KernelSpec nn = emit(2048, 2048, 2048, false);
+  EXPECT_TRUE(Has(nn.options, "-DLC_PANELS")) << nn.options;
+  EXPECT_FALSE(Has(nn.options, "LC_APACK")) << nn.options;
+  // 256 rows: 2 row groups, so 2 panels per work-item keep 32 work-items.
+  EXPECT_EQ(emit(256, 1024, 1024, false).args.back().value, 2);
+  EXPECT_FALSE(Has(emit(2048, 2048, 2048, false, true).options, "LC_PANELS"));
+  EXPECT_FALSE(Has(emit(33, 65, 40, true).options, "LC_PANELS"));
+  // No more local memory than the device has: the panels are still shared, A^T read in place.
+  target.local_mem_bytes = 48 * 1024;
+  const KernelSpec small_local = emit(2048, 2048, 2048, true);
+  EXPECT_TRUE(Has(small_local.options, "-DLC_PANELS")) << small_local.options;
+  EXPECT_FALSE(Has(small_local.options, "LC_APACK")) << small_local.options;
   target.local_mem_bytes = 0;
 
   Product p = MakeProduct(2048, 2048, 2048);
-  p.sa = StridedOperand{Param(0), 0, 0, 1, 2048, 0, 0};
   NodePtr b2 = ir::MakeBuffer(nullptr, DType::f32, {2048, 2048});
   NodePtr c2 = Ok(ir::MakeMatmul(p.a, b2));
   const KernelSpec group = EmitMatmulGroup(
       {p.c.get(), c2.get()},
       {BufferRef{BufferRef::Kind::kOutput, 0}, BufferRef{BufferRef::Kind::kOutput, 1}}, p.sa,
       {p.sb, StridedOperand{Param(2), 0, 0, 2048, 1, 0, 0}}, target);
-  EXPECT_FALSE(Has(group.options, "LC_APACK")) << group.options;
+  EXPECT_FALSE(Has(group.options, "LC_PANELS")) << group.options;
   EXPECT_EQ(group.launches[0].global[1], 128u);  // every panel of both products
 }
 

@@ -19,9 +19,10 @@
 // Same arguments as matmul.cl plus `mb` (rows per work-item, a multiple of MR): A and B are strided
 // views (offset and strides in elements, the batch dims folded into one stride or two levels,
 // as matmul.cl says); C's element (b, row, col) at c_off + batch offset + row * c_sm + col, as
-// matmul.cl says (contiguous, or a permute's layout). Work-items: (ceil(M / mb), ceil(N / NR), batches)
-// (with LC_APACK, ceil(N / NR / np) along dim 1), local size {1, 1, 1}. Rows past C's edge are clamped for reading and not stored; columns past it read
-// zeros from the copy and are not stored; B with non-unit column stride is gathered when copied.
+// matmul.cl says (contiguous, or a permute's layout). Work-items: (ceil(M / mb), ceil(N / NR),
+// batches) (with LC_PANELS, ceil(N / NR / np) along dim 1), local size {1, 1, 1}. Rows past C's
+// edge are clamped for reading and not stored; columns past it read zeros from the copy and are
+// not stored; B with non-unit column stride is gathered when copied.
 // With an epilogue, earlier passes store plain partial sums, the last one the epilogue's value.
 // A generated source may put an epilogue before this text: LC_EPILOGUE defined, and
 // `lc_epilogue(acc, batch, row, col LC_EPI_ARGS)` the value to store for the element of C at
@@ -48,17 +49,19 @@
 // of both products over all of K at once, reading both Bs in place (no panel copy, no partial
 // sums), and stores the epilogue's value of the two accumulators,
 // `lc_epilogue(acc, acc2, batch, row, col LC_EPI_ARGS)`: neither product goes to memory.
-// A^T packed (LC_APACK defined: A's rows are contiguous, a_sm == 1, its k a_sk apart): a
-// work-item takes `np` consecutive panels (argument after `mb`) and, each pass, first copies its
-// rows of A^T into local memory, block by block ([mb / MR][KB][MR], LC_APACK = the most rows),
-// which all its panels then read. Read in place, each k of a block is a line a_sk floats from the
-// last (8 KiB at M = 2048): a new page and the same few cache sets for every k, so each line came
-// from L3 once per panel and block half; packed, A^T is read once per pass with whole lines, for
-// np panels. Not with groups or a dual product.
-#ifdef LC_APACK
-#define LC_APACK_PARAMS , long np
+// Several panels per work-item (LC_PANELS defined): a work-item takes `np` consecutive panels
+// (the argument after `mb`), each pass over all of them, so its rows of A for that pass are read
+// from L2 by every panel after the first (+5-10% on 1024^3 and 2048^3 on a Zen 4 EPYC). With
+// LC_APACK also defined (A^T: its rows contiguous, a_sm == 1, its k a_sk apart), each pass first
+// copies those rows into local memory, block by block ([mb / MR][KB][MR], LC_APACK = the most
+// rows), which all its panels then read: in place, each k of a block is a line a_sk floats from
+// the last (8 KiB at M = 2048), a new page in the same few cache sets for every k, fetched from
+// L3 once per panel and block half (2048^3 A^T B 120 -> 181 GFLOP/s there). Copying a row-major
+// A was slower than reading it in place. Not with groups or a dual product.
+#ifdef LC_PANELS
+#define LC_PANELS_PARAMS , long np
 #else
-#define LC_APACK_PARAMS
+#define LC_PANELS_PARAMS
 #endif
 #ifdef LC_DUAL
 #define LC_DUAL_PARAMS                                                                     \
@@ -104,7 +107,7 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
                          long b_off, long b_sb, long b_bi, long b_sg, long b_sk, long b_sn,
                          __global float* restrict C, long c_off, long c_sb, long c_bi,
                          long c_sg, long c_sm, long M, long N, long K,
-                         long mb LC_APACK_PARAMS LC_GROUP_PARAMS LC_DUAL_PARAMS LC_EPI_PARAMS) {
+                         long mb LC_PANELS_PARAMS LC_GROUP_PARAMS LC_DUAL_PARAMS LC_EPI_PARAMS) {
   __local float panel[KB * NR];
   const long m_begin = (long)get_global_id(0) * mb;
   const long m_end = min(m_begin + mb, M);
@@ -113,9 +116,10 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
   const long batch = get_global_id(2);
 #ifdef LC_APACK
   __local float apack[KB * LC_APACK];
+#endif
+#ifdef LC_PANELS
   const long p_begin = panel_index * np;
   const long p_end = min(p_begin + np, (N + NR - 1) / NR);
-  const bool direct = false;
 #else
   const long n0 = panel_index * NR;
   const bool full = n0 + NR <= N;
@@ -202,9 +206,12 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
         for (int i = 0; i < MR; ++i) dst[i] = m_begin + r0 + i < M ? src[r0 + i] : 0.0f;
       }
     }
+#endif
+#ifdef LC_PANELS
     for (long p = p_begin; p < p_end; ++p) {
     const long n0 = p * NR;
     const bool full = n0 + NR <= N;
+    const bool direct = b_sn == 1 && full && mb < 4 * MR;
 #endif
     if (direct) {
       // read in place below
@@ -261,14 +268,14 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
       // its copy into the panel otherwise waits on rows that are N floats apart, a page each at
       // N = 1024, which the hardware prefetchers do not follow (+4-10% on [256, 1024] x
       // [1024, 1024], +2% at 1024 and 2048 on a Zen 4 EPYC; no change where K <= KB).
-      // Packed, the panel after this one in the pass comes next (the first of the next pass
-      // after the last).
-#ifdef LC_APACK
+      // With several panels (LC_PANELS), the next panel of this pass is what comes next, and
+      // after the last one the first of the next pass.
+#ifdef LC_PANELS
       const bool same_pass = p + 1 < p_end;
       __global const float* next = same_pass ? bk + n0 + NR : bk + KB * b_sk + p_begin * NR;
       const bool next_full = (same_pass ? n0 + NR : p_begin * NR) + NR <= N;
       const long next_kn = same_pass ? kn : min((long)KB, K - k0 - KB);
-      if ((same_pass || !last) && b_sn == 1 && next_full) {
+      if ((same_pass || !last) && !direct && b_sn == 1 && next_full) {
 #else
       __global const float* next = bk + KB * b_sk + n0;
       const long next_kn = min((long)KB, K - k0 - KB);
@@ -373,7 +380,7 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
       LC_ROWS(LC_STORE)
 #undef LC_STORE
     }
-#ifdef LC_APACK
+#ifdef LC_PANELS
     }  // panels
 #endif
   }
