@@ -51,7 +51,7 @@
 // `lc_epilogue(acc, acc2, batch, row, col LC_EPI_ARGS)`: neither product goes to memory.
 // Several panels per work-item (LC_PANELS defined): a work-item takes `np` consecutive panels
 // (the argument after `mb`), each pass over all of them, so its rows of A for that pass are read
-// from L2 by every panel after the first (+5-10% on 1024^3 and 2048^3 on a Zen 4 EPYC). With
+// from L2 by every panel after the first (1024^3 +4%, 2048^3 +11% on a Zen 4 EPYC). With
 // LC_APACK also defined (A^T: its rows contiguous, a_sm == 1, its k a_sk apart), each pass first
 // copies those rows into local memory, block by block ([mb / MR][KB][MR], LC_APACK = the most
 // rows), which all its panels then read: in place, each k of a block is a line a_sk floats from
