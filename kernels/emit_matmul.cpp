@@ -273,8 +273,8 @@ KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const 
         "#define LC_EPILOGUE 1\n", vector ? "#define LC_EPILOGUE16 1\n" : "",
         second != nullptr ? "#define LC_DUAL 1\n" : "",
         e.FinishFunction(vector ? "float16" : t, vector ? "lc_epilogue16" : "lc_epilogue",
-                         absl::StrCat(accs(vector ? "float16" : t), leading), &extra),
-        functions, spec.source);
+                         absl::StrCat(accs(vector ? "float16" : t), leading), &extra, functions),
+        spec.source);
     spec.args.insert(spec.args.end(), extra.begin(), extra.end());
   }
   if (blocked) spec.source = absl::StrCat(std::string(Template("prefetch.cl")), spec.source);

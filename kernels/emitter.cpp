@@ -314,7 +314,8 @@ std::string Emitter::Assign(DType dtype, const std::string& expr) {
 }
 
 std::string Emitter::FinishFunction(absl::string_view ret, absl::string_view name,
-                                    absl::string_view leading, std::vector<KernelArgSpec>* args) {
+                                    absl::string_view leading, std::vector<KernelArgSpec>* args,
+                                    absl::string_view more) {
   std::string params;
   std::string names;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -324,7 +325,7 @@ std::string Emitter::FinishFunction(absl::string_view ret, absl::string_view nam
   std::string text = Helpers();
   absl::StrAppend(&text, "#define LC_EPI_PARAMS ", params, "\n#define LC_EPI_ARGS ", names,
                   "\nstatic inline ", ret, " ", name, "(", leading, " LC_EPI_PARAMS) {\n", body_,
-                  "}\n", kContracted);
+                  "}\n", more, kContracted);
   *args = args_;
   return text;
 }

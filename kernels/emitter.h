@@ -144,9 +144,12 @@ class Emitter {
   // The body as `static inline <ret> <name>(<leading>, <the collected parameters>)`, after the
   // CPU maths it calls; the parameters and the arguments that pass them on are also defined as
   // the macros LC_EPI_PARAMS and LC_EPI_ARGS (each empty or starting with a comma), for a
-  // template that calls the function. Returns the text; `args` receives the arguments in order.
+  // template that calls the function. `more` (other functions over the same parameters) follows
+  // it, and then the pragma that gives the template after the text the default contraction back.
+  // Returns the text; `args` receives the arguments in order.
   std::string FinishFunction(absl::string_view ret, absl::string_view name,
-                             absl::string_view leading, std::vector<KernelArgSpec>* args);
+                             absl::string_view leading, std::vector<KernelArgSpec>* args,
+                             absl::string_view more = "");
 
   // The body, written for the element index `gid`, becomes an inline function and two entry
   // points, launched in this order: `<name>` for gid = get_global_id(0) with no bounds check,

@@ -104,6 +104,17 @@ TEST(VectorCodegen, MatmulEpilogueWithAVectorFormRunsOnWholePanels) {
   EXPECT_TRUE(Has(spec.source, "void lc_prefetch16(")) << spec.source;
   EXPECT_TRUE(Has(spec.source, "LC_PREFETCH(")) << spec.source;
   EXPECT_TRUE(Has(spec.source, " lc_epilogue(")) << spec.source;  // the edges
+  // The generated functions are compiled uncontracted (a * b + c rounded twice, as on the host)
+  // and the template after them with the default contraction.
+  const size_t off = spec.source.find("#pragma OPENCL FP_CONTRACT OFF");
+  const size_t on = spec.source.find("#pragma OPENCL FP_CONTRACT ON");
+  ASSERT_NE(off, std::string::npos) << spec.source;
+  ASSERT_NE(on, std::string::npos) << spec.source;
+  for (const char* f : {"float16 lc_epilogue16(", " lc_epilogue(", "void lc_prefetch16("}) {
+    const size_t at = spec.source.find(f);
+    EXPECT_TRUE(off < at && at < on) << f << " is not between the pragmas:\n" << spec.source;
+  }
+  EXPECT_LT(on, spec.source.find("__kernel void matmul_cpu(")) << spec.source;
 
   // relu's gradient: a comparison of a stored activation at the element's own index.
   NodePtr h = ir::MakeBuffer(nullptr, DType::f32, shape);
