@@ -306,6 +306,17 @@ std::vector<MatmulBlocking> MatmulCandidates(const SimdInfo& simd) {
   return out;
 }
 
+std::vector<int> CandidateWidths(const SimdInfo& simd) {
+  const int vw = VectorWidth(simd);
+  if (vw > 4) return {vw, vw / 2};
+  return {vw};
+}
+
+SimdInfo WithWidth(SimdInfo simd, int width) {
+  simd.preferred_float_width = simd.native_float_width = width;
+  return simd;
+}
+
 absl::StatusOr<TuneMode> TuneModeFromEnv() {
   const char* v = std::getenv("LAZYCL_MATMUL_TUNE");
   if (v == nullptr) return TuneMode::kAuto;
@@ -352,9 +363,11 @@ std::optional<MatmulBlocking> ReadTuneCache(const std::string& path, const std::
   std::string rest;
   if (!(words >> b.vw >> b.mr >> b.nr >> b.kb >> b.rows) || (words >> rest)) return std::nullopt;
   // Only a blocking that this device's candidates contain is trusted.
-  const std::vector<MatmulBlocking> candidates = MatmulCandidates(simd);
-  if (std::find(candidates.begin(), candidates.end(), b) == candidates.end()) return std::nullopt;
-  return b;
+  for (int width : CandidateWidths(simd)) {
+    const std::vector<MatmulBlocking> candidates = MatmulCandidates(WithWidth(simd, width));
+    if (std::find(candidates.begin(), candidates.end(), b) != candidates.end()) return b;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string& cache_dir,
@@ -370,7 +383,13 @@ absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string
       return result;
     }
   }
-  if (candidates.empty()) candidates = MatmulCandidates(simd);
+  // Without a list, the widths' defaults are timed first and the rest of the fastest width's
+  // candidates after them.
+  const bool probe_widths = candidates.empty();
+  if (probe_widths) {
+    for (int width : CandidateWidths(simd))
+      candidates.push_back(DefaultBlocking(WithWidth(simd, width)));
+  }
   // Each candidate must match a double-precision reference on a product whose sizes are no
   // multiple of any block and whose K spans several panels; then it is timed.
   Runner check(device, 67, 83, 1100);
@@ -397,7 +416,7 @@ absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string
     }
     return std::exp(log_sum / static_cast<double>(shapes.size()));
   };
-  for (const MatmulBlocking& b : candidates) {
+  auto evaluate = [&](const MatmulBlocking& b) {
     CandidateResult r{b, 0, ""};
     std::vector<float> out;
     if (!kernels::ValidBlocking(b)) {
@@ -412,27 +431,38 @@ absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string
       r.gflops = *g;
     }
     result.candidates.push_back(r);
+  };
+  for (const MatmulBlocking& b : candidates) evaluate(b);
+  // The candidate that stays unless another is 5% faster: the first (the derived default), as
+  // timings on a shared machine vary by more than the smaller differences.
+  auto best_of = [&](const std::vector<CandidateResult>& rs) -> const CandidateResult* {
+    const CandidateResult* best = nullptr;
+    for (const CandidateResult& r : rs) {
+      if (r.gflops <= 0) continue;
+      const double margin = best == &rs[0] ? 1.05 : 1.0;
+      if (best == nullptr || r.gflops > best->gflops * margin) best = &r;
+    }
+    return best;
+  };
+  int width = 0;  // when probing: the width whose candidates go on
+  if (probe_widths) {
+    const CandidateResult* fastest = best_of(result.candidates);
+    width = fastest != nullptr ? fastest->blocking.vw : result.candidates[0].blocking.vw;
+    for (const MatmulBlocking& b : MatmulCandidates(WithWidth(simd, width))) {
+      if (std::find(candidates.begin(), candidates.end(), b) == candidates.end()) evaluate(b);
+    }
   }
-  // Two more rounds over the built kernels, each candidate keeping its best round, so that a
-  // slow stretch of a shared machine does not decide alone.
+  // Two more rounds over the built kernels of that width, each candidate keeping its best
+  // round, so that a slow stretch of a shared machine does not decide alone.
   for (int round = 0; round < 2; ++round) {
     for (CandidateResult& r : result.candidates) {
-      if (!r.error.empty()) continue;
+      if (!r.error.empty() || (width != 0 && r.blocking.vw != width)) continue;
       if (absl::StatusOr<double> g = score(r.blocking); g.ok()) r.gflops = std::max(r.gflops, *g);
     }
   }
-  // The first candidate (the derived default) stays unless another is 5% faster: timings on a
-  // shared machine vary by more than the smaller differences.
-  double best_gflops = 0;
-  for (const CandidateResult& r : result.candidates) {
-    const double margin =
-        best_gflops > 0 && result.candidates[0].gflops == best_gflops ? 1.05 : 1.0;
-    if (r.gflops > best_gflops * margin) {
-      best_gflops = r.gflops;
-      result.best = r.blocking;
-    }
-  }
-  if (best_gflops == 0) {
+  const CandidateResult* best = best_of(result.candidates);
+  if (best != nullptr) result.best = best->blocking;
+  if (best == nullptr) {
     std::string why;
     for (const CandidateResult& r : result.candidates)
       absl::StrAppend(&why, "\n  ", BlockingString(r.blocking), ": ", r.error);

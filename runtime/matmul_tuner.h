@@ -39,6 +39,14 @@ kernels::MatmulBlocking DefaultBlocking(const SimdInfo& simd);
 // local memory.
 std::vector<kernels::MatmulBlocking> MatmulCandidates(const SimdInfo& simd);
 
+// The vector widths the tuner tries, the reported one first: it and half of it (down to 4). A
+// CPU driver may report the host's widest vectors while its compiler targets narrower ones:
+// PoCL with POCL_LLVM_CPU_NAME=haswell on an AVX-512 host reports 16 and emits AVX2, where the
+// 16-wide default's accumulators spill (63 GFLOP/s on the tuner's shapes against 157 for the
+// 8-wide default, 2-core Zen 4 VM).
+std::vector<int> CandidateWidths(const SimdInfo& simd);
+SimdInfo WithWidth(SimdInfo simd, int width);  // as if the device reported `width`
+
 enum class TuneMode { kOff, kOn, kAuto };
 // LAZYCL_MATMUL_TUNE; InvalidArgument quoting a value that is not 0, 1 or auto.
 absl::StatusOr<TuneMode> TuneModeFromEnv();
@@ -63,13 +71,14 @@ std::string TuneCachePath(const backend::DeviceInfo& info, const std::string& di
 std::string TuneCacheKey(const backend::DeviceInfo& info);
 
 // The blocking stored at `path` for `key`; nullopt when the file is missing, unreadable, for
-// another key, malformed or not a valid candidate for `simd`.
+// another key, malformed or not a candidate for `simd` at any of its CandidateWidths.
 std::optional<kernels::MatmulBlocking> ReadTuneCache(const std::string& path,
                                                      const std::string& key, const SimdInfo& simd);
 
 // Times every candidate on `device` (reusing the cache file in `cache_dir` unless `force`) and
-// writes the winner there. `candidates` empty: MatmulCandidates(SimdOf(device)). An error when
-// no candidate matched the reference.
+// writes the winner there. `candidates` empty: the default of each of CandidateWidths first,
+// then the rest of MatmulCandidates for the width whose default was fastest (the reported one
+// unless another is 5% faster). An error when no candidate matched the reference.
 absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string& cache_dir,
                                       bool force,
                                       std::vector<kernels::MatmulBlocking> candidates = {});

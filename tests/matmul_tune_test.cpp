@@ -79,6 +79,15 @@ TEST(MatmulCandidatesTest, PanelDepthFollowsCaches) {
   EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 0)).kb, 128);  // unknown L1: 32 KiB assumed
 }
 
+TEST(MatmulCandidatesTest, WidthsTriedAreTheReportedAndHalfOfIt) {
+  EXPECT_EQ(runtime::CandidateWidths(Fake(16)), (std::vector<int>{16, 8}));
+  EXPECT_EQ(runtime::CandidateWidths(Fake(8)), (std::vector<int>{8, 4}));
+  EXPECT_EQ(runtime::CandidateWidths(Fake(4)), (std::vector<int>{4}));
+  EXPECT_EQ(runtime::CandidateWidths(Fake(0)), (std::vector<int>{4}));
+  EXPECT_EQ(runtime::DefaultBlocking(runtime::WithWidth(Fake(16), 8)),
+            runtime::DefaultBlocking(Fake(8)));
+}
+
 // Every blocking that some reported width could make a candidate.
 std::vector<MatmulBlocking> AllCandidates() {
   std::vector<MatmulBlocking> all;
@@ -269,6 +278,65 @@ TEST_F(TuneCacheTest, WrittenReusedAndCorruptEntriesRetuned) {
   std::filesystem::remove(path);
   std::filesystem::create_directory(path);
   EXPECT_FALSE(Tune().from_cache);
+}
+
+// An entry for a narrower width than the device reports (what the tuner keeps where the
+// driver's compiler targets narrower vectors than it reports) is trusted.
+TEST_F(TuneCacheTest, AnEntryOfHalfTheReportedWidthIsTrusted) {
+  backend::Device& device = runtime::OpenClDevice(0);
+  const SimdInfo simd = runtime::SimdOf(device.info());
+  const std::vector<int> widths = runtime::CandidateWidths(simd);
+  if (widths.size() < 2) GTEST_SKIP() << "the device reports 4 floats per vector";
+  const MatmulBlocking half = runtime::DefaultBlocking(runtime::WithWidth(simd, widths[1]));
+  const std::string path = runtime::TuneCachePath(device.info(), dir_.string());
+  std::filesystem::create_directories(dir_);
+  Write(path, "lazycl matmul tune v1\nkey: " + runtime::TuneCacheKey(device.info()) +
+                  "\nblocking: " + std::to_string(half.vw) + " " + std::to_string(half.mr) + " " +
+                  std::to_string(half.nr) + " " + std::to_string(half.kb) + " " +
+                  std::to_string(half.rows) + "\n");
+  const runtime::TuneResult r = Tune();
+  EXPECT_TRUE(r.from_cache) << Read(path);
+  EXPECT_EQ(r.best, half);
+}
+
+// Without a list, the tuner first times each width's default, then the rest of the fastest
+// width's candidates, and keeps one of that width.
+TEST(MatmulTuneTest, ProbesTheWidthsFirst) {
+  backend::Device& device = runtime::OpenClDevice(0);
+  if (device.info().type != base::DeviceType::kCpu) GTEST_SKIP() << "the CPU matmul's tuner";
+  const SimdInfo simd = runtime::SimdOf(device.info());
+  const std::vector<int> widths = runtime::CandidateWidths(simd);
+  absl::StatusOr<runtime::TuneResult> r = runtime::TuneMatmul(device, "", /*force=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GT(r->candidates.size(), widths.size());
+  for (size_t i = 0; i < widths.size(); ++i) {
+    EXPECT_EQ(r->candidates[i].blocking,
+              runtime::DefaultBlocking(runtime::WithWidth(simd, widths[i])));
+  }
+  const int chosen = r->candidates[widths.size()].blocking.vw;
+  EXPECT_NE(std::find(widths.begin(), widths.end(), chosen), widths.end());
+  std::vector<MatmulBlocking> tried;
+  for (const runtime::CandidateResult& c : r->candidates) {
+    SCOPED_TRACE(runtime::BlockingString(c.blocking));
+    EXPECT_EQ(c.error, "");
+    EXPECT_GT(c.gflops, 0);
+    tried.push_back(c.blocking);
+  }
+  for (size_t i = widths.size(); i < tried.size(); ++i) EXPECT_EQ(tried[i].vw, chosen);
+  // Every candidate of the chosen width was timed, once.
+  for (const MatmulBlocking& b : runtime::MatmulCandidates(runtime::WithWidth(simd, chosen))) {
+    EXPECT_EQ(std::count(tried.begin(), tried.end(), b), 1) << runtime::BlockingString(b);
+  }
+  // The chosen width's default was the fastest default (the reported width's by a 5% margin).
+  const runtime::CandidateResult* chosen_default = nullptr;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    if (widths[i] == chosen) chosen_default = &r->candidates[i];
+  }
+  ASSERT_NE(chosen_default, nullptr);
+  for (size_t i = 0; i < widths.size(); ++i)
+    EXPECT_LE(r->candidates[i].gflops, chosen_default->gflops * 1.05) << widths[i];
+  EXPECT_EQ(r->best.vw, chosen);
+  EXPECT_EQ(r->cache_path, "");
 }
 
 TEST(TuneModeTest, ReadsTheVariable) {
