@@ -5,8 +5,27 @@
 # (bench/peers/join.py): each side's median over rounds and the median per-round speed ratio.
 # Environment: ROUNDS (3), REPEAT (5, timed runs per row and round), ONLY (a row-name prefix),
 # OUT (build/compare). Extra arguments go to lazycl-bench models.
+# ISA=avx2 measures as on an AVX2 machine, on a host with AVX-512: PoCL compiles for Haswell
+# (POCL_LLVM_CPU_NAME=haswell and its avx2 kernel library; the device is then named
+# pthread-haswell-..., and reports the host's 16-float vectors, which the matmul tuner's width
+# probe corrects), OpenBLAS runs its Haswell kernels (OPENBLAS_CORETYPE=Haswell) and XLA
+# generates AVX2 code (--xla_cpu_max_isa=AVX2). JAX's dots do not follow: XLA calls ynn's
+# kernels, which pick AVX-512 from the CPU at run time, so its matmul-bound rows stay
+# AVX-512's; numpy is the AVX2 reference for the matmul rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${ISA:-}" in
+  "") ;;
+  avx2)
+    export POCL_LLVM_CPU_NAME=haswell POCL_KERNELLIB_NAME=avx2 OPENBLAS_CORETYPE=Haswell
+    export XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_cpu_max_isa=AVX2"
+    echo "== ISA=avx2: PoCL for haswell, OpenBLAS Haswell, XLA at most AVX2 (its dots: AVX-512)"
+    ;;
+  *)
+    echo "compare.sh: ISA='$ISA' is not supported: expected avx2 or nothing" >&2
+    exit 2
+    ;;
+esac
 ROUNDS=${ROUNDS:-3}
 REPEAT=${REPEAT:-5}
 ONLY=${ONLY:-}

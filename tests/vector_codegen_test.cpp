@@ -69,12 +69,28 @@ TEST(VectorCodegen, MatmulSharesRowsOfAOverSeveralPanels) {
   EXPECT_EQ(emit(256, 1024, 1024, false).args.back().value, 2);
   EXPECT_FALSE(Has(emit(2048, 2048, 2048, false, true).options, "LC_PANELS"));
   EXPECT_FALSE(Has(emit(33, 65, 40, true).options, "LC_PANELS"));
-  // No more local memory than the device has: the panels are still shared, A^T read in place.
+  EXPECT_TRUE(Has(packed.options, "-DKB=256")) << packed.options;
+  // No more local memory than the device has: the pass depth of A^T halves until the pack fits
+  // (48 KiB: 64 rows of A^T and of the panel, 40 KiB); where not even 64 fit, the panels are
+  // still shared, A^T read in place, at the tuned depth.
   target.local_mem_bytes = 48 * 1024;
   const KernelSpec small_local = emit(2048, 2048, 2048, true);
   EXPECT_TRUE(Has(small_local.options, "-DLC_PANELS")) << small_local.options;
-  EXPECT_FALSE(Has(small_local.options, "LC_APACK")) << small_local.options;
+  EXPECT_TRUE(Has(small_local.options, "-DLC_APACK=128")) << small_local.options;
+  EXPECT_TRUE(Has(small_local.options, "-DKB=64 ")) << small_local.options;
+  target.local_mem_bytes = 32 * 1024;
+  const KernelSpec tiny_local = emit(2048, 2048, 2048, true);
+  EXPECT_TRUE(Has(tiny_local.options, "-DLC_PANELS")) << tiny_local.options;
+  EXPECT_FALSE(Has(tiny_local.options, "LC_APACK")) << tiny_local.options;
+  EXPECT_TRUE(Has(tiny_local.options, "-DKB=256")) << tiny_local.options;
   target.local_mem_bytes = 0;
+  // A deeper tuned panel (the tuner times A B only): A^T packs at half of it, A B keeps it.
+  target.matmul.kb = 512;  // 512 * (128 + 32) floats: 320 KiB, past kMatmulPackBytes
+  const KernelSpec deep = emit(2048, 2048, 2048, true);
+  EXPECT_TRUE(Has(deep.options, "-DLC_APACK=128")) << deep.options;
+  EXPECT_TRUE(Has(deep.options, "-DKB=256")) << deep.options;
+  EXPECT_TRUE(Has(emit(2048, 2048, 2048, false).options, "-DKB=512")) << deep.options;
+  target.matmul.kb = 256;
 
   Product p = MakeProduct(2048, 2048, 2048);
   NodePtr b2 = ir::MakeBuffer(nullptr, DType::f32, {2048, 2048});
