@@ -26,9 +26,12 @@ namespace {
 // kMatmulItemsPerUnit per compute unit.
 constexpr int64_t kMatmulMinWorkItems = 16;
 constexpr int64_t kMatmulItemsPerUnit = 4;
-// Panels per work-item (matmul_cpu.cl's LC_PANELS) at most; a packed A^T (LC_APACK) and the B
-// panel take at most this much local memory.
-constexpr int64_t kMatmulMaxPanels = 8;
+// Columns of C per work-item (matmul_cpu.cl's LC_PANELS: np panels of NR) at most: 8 panels of
+// 32, 16 of 16 (a packed A^T shared by as many columns as with 32: under AVX2 code, 8 x 16
+// blocks, 2048^3 A^T B 135-150 -> 170-176 GFLOP/s in four of six rounds alternating, the
+// same in two; A B unchanged); a packed A^T (LC_APACK) and the B panel take at most
+// kMatmulPackBytes of local memory.
+constexpr int64_t kMatmulMaxPanelColumns = 256;
 constexpr int64_t kMatmulPackBytes = 256 * 1024;
 
 // matmul_cpu.cl's unrolling macros for `b` (the rest of its blocking comes as -D options):
@@ -159,7 +162,7 @@ KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const 
     // contiguous, its k apart) packed per pass for them (matmul_cpu.cl's LC_PANELS, LC_APACK).
     const int64_t panels = (n + nr - 1) / nr;
     const int64_t row_groups = (m + rows - 1) / rows;
-    int64_t np = std::min<int64_t>(panels, kMatmulMaxPanels);
+    int64_t np = std::min<int64_t>(panels, std::max<int64_t>(1, kMatmulMaxPanelColumns / nr));
     while (np > 1 && row_groups * ((panels + np - 1) / np) * batches < 2 * min_items) np /= 2;
     const bool a_transposed = a.row_stride == 1 && a.col_stride != 1 && k > 1;
     const bool several =

@@ -91,6 +91,13 @@ TEST(VectorCodegen, MatmulSharesRowsOfAOverSeveralPanels) {
   EXPECT_TRUE(Has(deep.options, "-DKB=256")) << deep.options;
   EXPECT_TRUE(Has(emit(2048, 2048, 2048, false).options, "-DKB=512")) << deep.options;
   target.matmul.kb = 256;
+  // At most 256 columns per work-item: 16 panels of 16.
+  target.matmul = MatmulBlocking{8, 6, 16, 256, 126};
+  const KernelSpec narrow = emit(2048, 2048, 2048, true);
+  EXPECT_TRUE(Has(narrow.options, "-DLC_APACK=126")) << narrow.options;
+  EXPECT_EQ(narrow.args.back().value, 16);
+  EXPECT_EQ(narrow.launches[0].global[1], 8u);  // 128 panels of 16 columns, 16 per work-item
+  target.matmul = MatmulBlocking{};
 
   Product p = MakeProduct(2048, 2048, 2048);
   NodePtr b2 = ir::MakeBuffer(nullptr, DType::f32, {2048, 2048});
