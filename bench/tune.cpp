@@ -32,7 +32,7 @@ int Tune(const std::vector<std::string>& argv) {
     if (width > 0) {
       // As if the device reported `width` floats per vector: that width's candidates, timed
       // here and kept nowhere.
-      simd.preferred_float_width = simd.native_float_width = width;
+      simd = runtime::WithWidth(simd, width);
       std::printf("--width %d: candidates for that reported width; nothing is cached\n", width);
     }
     std::printf("lazycl-bench tune on %s (%s)\ncpu: %s\n", info.device_name.c_str(),
