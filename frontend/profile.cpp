@@ -25,6 +25,7 @@ std::vector<KernelProfile> kernel_profile() {
     p.launches = row.launches;
     p.first_ms = row.first_ns / 1e6;
     p.total_ms = row.device_ns / 1e6;
+    p.host_wait_ms = row.host_wait_ns / 1e6;
     const double later = static_cast<double>(row.runs - 1);
     p.mean_us = later > 0 ? row.device_ns / 1e3 / later : 0;
     p.share = total_ns > 0 ? row.device_ns / total_ns : 0;

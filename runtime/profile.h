@@ -26,6 +26,8 @@ struct KernelRow {
   // kernel for its launch size), and summed over the later ones.
   double first_ns = 0;
   double device_ns = 0;
+  // Device idle time before this kernel's launches where it waited for the host (Gaps' host).
+  double host_wait_ns = 0;
   unsigned seen_launches = 0;  // bit l: launch l of the kernel has had its first run
 };
 

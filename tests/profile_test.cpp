@@ -115,7 +115,15 @@ TEST(Profile, GapsBetweenLaunchesSayWhoTheDeviceWaitedFor) {
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   step();
   const metrics::LaunchGaps gaps = metrics::launch_gaps();
+  // Each host gap is charged to the kernel it delayed; the sleep's to the next step's first.
+  double row_waits = 0, longest = 0;
+  for (const metrics::KernelProfile& row : metrics::kernel_profile()) {
+    row_waits += row.host_wait_ms;
+    longest = std::max(longest, row.host_wait_ms);
+  }
   metrics::set_profiling(false);
+  EXPECT_NEAR(row_waits, gaps.host_ms, 1e-6 * gaps.host_ms);
+  EXPECT_GE(longest, 29.0);
   EXPECT_GE(gaps.host_gaps, 1);
   EXPECT_GE(gaps.host_ms, 29.0) << "the 30 ms sleep with the device idle";
   // Four chances (two a step), one enough: a loaded machine may deschedule the host between

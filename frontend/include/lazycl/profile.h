@@ -25,6 +25,10 @@ struct KernelProfile {
   double share = 0;        // of every kernel's total_ms, 0..1
   double gb_per_s = 0;     // its inputs and output once each per later run / time; 0: not known
   double gflop_per_s = 0;  // matmuls; 0 for others
+  // The device's idle time before its launches where it waited for the host to enqueue them
+  // (launch_gaps()'s host gaps, by the kernel that ended each): where host work is on the
+  // critical path.
+  double host_wait_ms = 0;
 };
 
 // Turns profiling on or off (LAZYCL_PROFILE=1 turns it on from the start). It costs one
