@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "backend/host_memory.h"
+#include "base/metrics_registry.h"
 #include "base/status.h"
 #include "frontend/materialize.h"
 #include "frontend/trace_scope.h"
@@ -205,16 +206,17 @@ Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device, std::span<const OpI
   }
   std::shared_ptr<TensorImpl> impl = NewImpl(*std::move(node), device);
   if (record) RecordOp(impl, impl->node, inputs);
-  if (impl->node->pending > runtime::kMaxPendingNodes && !TraceScope::active()) {
+  if (impl->node->pending > ir::kMaxPendingNodes && !TraceScope::active() &&
+      ir::PastPendingLimit(*impl->node)) {
+    base::metrics::Add("AutomaticCuts", 1);
     // The user did not ask for this computation: say why it ran, so that an error from it
     // (a placeholder read, most often) is not a mystery on an arithmetic line.
-    if (absl::Status s = Materialize({impl.get()}); !s.ok()) {
+    if (absl::Status s = MaterializeCut(*impl); !s.ok()) {
       base::Throw(absl::Status(
-          s.code(),
-          absl::StrCat("this result's pending graph grew past ", runtime::kMaxPendingNodes,
-                       " nodes, so lazycl computed it now (an automatic cut that bounds "
-                       "memory; inside trace/call/scan graphs are not cut): ",
-                       s.message())));
+          s.code(), absl::StrCat("this result's pending graph grew past ", ir::kMaxPendingNodes,
+                                 " nodes, so lazycl computed it now (an automatic cut that bounds "
+                                 "memory; inside trace/call/scan graphs are not cut): ",
+                                 s.message())));
     }
   }
   return Tensor(std::move(impl));

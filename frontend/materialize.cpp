@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "base/metrics_registry.h"
+#include "ir/post_order.h"
 #include "runtime/devices.h"
 #include "runtime/executor.h"
 
@@ -53,6 +55,10 @@ absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
       }
       continue;
     }
+    if (std::shared_ptr<ir::Storage> value = node->memo.value()) {  // by an earlier cut
+      RebindNode(*t, node, ir::MakeBuffer(std::move(value), node->dtype, node->shape));
+      continue;
+    }
     Group& g = by_device[t->device.index()];
     auto [it, inserted] = g.output_of.emplace(node.get(), static_cast<int>(g.outputs.size()));
     if (inserted) {
@@ -62,8 +68,13 @@ absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
     g.users.push_back({t, it->second});
   }
   for (auto& [device, g] : by_device) {
+    // Nodes an automatic cut computed are read from their buffers (the rebuilt nodes are held
+    // until the graph has run).
+    const std::vector<ir::NodePtr> roots = ir::ReadComputed(g.nodes);
+    std::vector<const ir::Node*> outputs;
+    for (const ir::NodePtr& r : roots) outputs.push_back(r.get());
     absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> results =
-        runtime::Materialize(device, g.outputs, wait);
+        runtime::Materialize(device, outputs, wait);
     if (!results.ok()) return results.status();
     // Nodes are read before any is replaced: two handles may share one TensorImpl.
     std::vector<ir::NodePtr> leaves;
@@ -78,6 +89,39 @@ absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
     if (!wait || by_device.contains(device)) continue;
     if (absl::Status s = runtime::OpenClDevice(device).Finish(); !s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+absl::Status MaterializeCut(TensorImpl& t) {
+  const ir::NodePtr root = NodeOf(t);
+  if (!t.device.is_opencl() || root->op == ir::Op::kBuffer) return Materialize({&t});
+  // The graph ends at leaves and at values earlier cuts computed.
+  auto outside = [](const ir::Node& n) { return n.pending == 0 || n.memo.computed(); };
+  const ir::Node* const root_list[] = {root.get()};
+  const std::vector<const ir::Node*> order = ir::PostOrder(root_list, outside);
+  // How often each node is read from inside the graph; one held more often than that (besides
+  // `shared`'s own copy) is held by something else as well.
+  absl::flat_hash_map<const ir::Node*, int64_t> reads;
+  std::vector<ir::NodePtr> shared;
+  for (const ir::Node* n : order) {
+    if (outside(*n)) continue;
+    for (const ir::NodePtr& o : n->operands) {
+      if (++reads[o.get()] == 1 && !outside(*o)) shared.push_back(o);
+    }
+  }
+  std::erase_if(shared,
+                [&](const ir::NodePtr& n) { return n.use_count() <= reads.at(n.get()) + 1; });
+  std::vector<ir::NodePtr> wanted = {root};
+  wanted.insert(wanted.end(), shared.begin(), shared.end());
+  const std::vector<ir::NodePtr> computed = ir::ReadComputed(wanted);
+  std::vector<const ir::Node*> outputs;
+  for (const ir::NodePtr& n : computed) outputs.push_back(n.get());
+  base::metrics::Add("AutomaticCutSharedValues", static_cast<int64_t>(shared.size()));
+  absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> results =
+      runtime::Materialize(t.device.index(), outputs, /*wait=*/true);
+  if (!results.ok()) return results.status();
+  for (size_t k = 0; k < shared.size(); ++k) shared[k]->memo.set_value((*results)[k + 1]);
+  RebindNode(t, root, ir::MakeBuffer((*results)[0], root->dtype, root->shape));
   return absl::OkStatus();
 }
 

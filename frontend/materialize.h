@@ -15,4 +15,12 @@ namespace lazycl::frontend {
 // every tensor is left untouched. `wait` as runtime::Materialize.
 absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait = true);
 
+// The automatic cut of `t`, a pending device tensor whose graph grew past ir::kMaxPendingNodes:
+// computes it as Materialize does, and in the same graph every node of its graph that something
+// else still holds (a live tensor, another pending graph, the autograd tape), keeping those
+// values in their nodes (ir::NodeMemo) so that later graphs read them instead of computing
+// them again: without that, each cut of a layer that reads one shared input recomputes the whole
+// graph before it.
+absl::Status MaterializeCut(TensorImpl& t);
+
 }  // namespace lazycl::frontend

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/base/casts.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -22,6 +23,9 @@ namespace lazycl::ir {
 namespace {
 
 constexpr int64_t kPendingSaturation = int64_t{1} << 40;
+
+// Nodes alive that hold a computed value: ReadComputed walks no graph while there are none.
+std::atomic<int64_t> live_computed{0};
 
 const char* const kOpNames[] = {
 #define LAZYCL_OP_NAME(name, arity, category) #name,
@@ -203,6 +207,74 @@ NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
 }  // namespace
 
 Node::~Node() { base::ReleaseFlat<Node>(operands); }
+
+NodeMemo::~NodeMemo() {
+  if (computed()) live_computed.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void NodeMemo::set_value(std::shared_ptr<Storage> value) const {
+  std::shared_ptr<Storage> none;
+  if (value_.compare_exchange_strong(none, std::move(value))) {
+    live_computed.fetch_add(1, std::memory_order_relaxed);
+    has_value_.store(true, std::memory_order_release);
+  }
+}
+
+bool PastPendingLimit(const Node& node) {
+  // What a node adds to its user's count: nothing for a leaf or a computed value.
+  auto weight = [](const Node& n) -> int64_t {
+    if (n.pending == 0 || n.memo.computed()) return 0;
+    const int64_t d = n.memo.distinct();
+    return d >= 0 ? d : n.pending;
+  };
+  int64_t bound = node.pending > 0 ? 1 : 0;
+  for (const NodePtr& operand : node.operands) {
+    bound = std::min(kPendingSaturation, bound + weight(*operand));
+  }
+  if (bound > kMaxPendingNodes) {
+    // Count them, each once; an operand known to be past the limit (by its memo: its own
+    // pending may count shared nodes many times) is past it either way.
+    bool operand_past = false;
+    for (const NodePtr& operand : node.operands) {
+      operand_past = operand_past ||
+                     (!operand->memo.computed() && operand->memo.distinct() > kMaxPendingNodes);
+    }
+    if (!operand_past) {
+      absl::flat_hash_set<const Node*> seen;
+      seen.reserve(kMaxPendingNodes + 1);
+      std::vector<const Node*> stack;
+      auto counts = [](const Node& n) { return n.pending > 0 && !n.memo.computed(); };
+      for (const NodePtr& operand : node.operands) {
+        if (counts(*operand)) stack.push_back(operand.get());
+      }
+      int64_t count = 1;
+      while (!stack.empty() && count <= kMaxPendingNodes) {
+        const Node* n = stack.back();
+        stack.pop_back();
+        if (!seen.insert(n).second) continue;
+        ++count;
+        for (const NodePtr& operand : n->operands) {
+          if (counts(*operand) && !seen.contains(operand.get())) stack.push_back(operand.get());
+        }
+      }
+      bound = std::min(bound, count);
+    }
+  }
+  node.memo.set_distinct(bound);
+  return bound > kMaxPendingNodes;
+}
+
+std::vector<NodePtr> ReadComputed(const std::vector<NodePtr>& roots) {
+  if (live_computed.load(std::memory_order_relaxed) == 0) return roots;
+  absl::flat_hash_map<const Node*, NodePtr> replace;
+  const std::vector<const Node*> order = PostOrder(roots, [&](const Node& n) {
+    if (n.op == Op::kBuffer || !n.memo.computed()) return false;
+    replace.emplace(&n, MakeBuffer(n.memo.value(), n.dtype, n.shape));
+    return true;
+  });
+  if (replace.empty()) return roots;
+  return Substitute(roots, replace);
+}
 
 NodePtr FinishNode(Node node) { return Finish(std::move(node)); }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,6 +25,34 @@ class Storage;  // frontend/storage.h: data of a Buffer leaf
 struct Node;
 using NodePtr = std::shared_ptr<const Node>;
 
+// What is learned about a pending node after it is made, for the frontend's automatic cut
+// (PastPendingLimit, frontend/materialize.h MaterializeCut). Read and set from any thread; a
+// copied or moved Node starts with nothing learned.
+class NodeMemo {
+ public:
+  NodeMemo() = default;
+  NodeMemo(const NodeMemo&) {}
+  NodeMemo& operator=(const NodeMemo&) { return *this; }
+  ~NodeMemo();
+
+  // The node's value, where a cut computed it while other pending graphs still read the node:
+  // later graphs read that buffer in the node's place (ReadComputed) instead of computing the
+  // node again. The first value set stays (two cuts may compute one node).
+  bool computed() const { return has_value_.load(std::memory_order_acquire); }
+  std::shared_ptr<Storage> value() const { return computed() ? value_.load() : nullptr; }
+  void set_value(std::shared_ptr<Storage> value) const;
+
+  // An upper bound on the distinct non-leaf nodes of the node's graph (itself included, nodes
+  // with a value not), tighter than Node::pending; -1 where not known.
+  int64_t distinct() const { return distinct_.load(std::memory_order_relaxed); }
+  void set_distinct(int64_t n) const { distinct_.store(n, std::memory_order_relaxed); }
+
+ private:
+  mutable std::atomic<std::shared_ptr<Storage>> value_;
+  mutable std::atomic<bool> has_value_{false};
+  mutable std::atomic<int64_t> distinct_{-1};
+};
+
 struct Node {
   Node() = default;
   Node(const Node&) = default;
@@ -46,9 +75,22 @@ struct Node {
   std::shared_ptr<Storage> storage;  // Buffer
   uint64_t hash = 0;
   // Non-leaf nodes in this node's graph, counted through every path (so shared nodes count
-  // more than once) and saturating; the executor cuts graphs that grow past a limit.
+  // more than once) and saturating: an upper bound on the distinct ones, free to compute.
   int64_t pending = 0;
+  NodeMemo memo;
 };
+
+// Graphs of more pending nodes than this are computed at once when a tensor is made (the
+// frontend's automatic cut), so that a loop such as `for (...) a = a + b;` runs in bounded
+// memory and bounded kernel size.
+inline constexpr int64_t kMaxPendingNodes = 512;
+
+// Whether `node`'s graph holds more than kMaxPendingNodes distinct non-leaf nodes (nodes with a
+// computed value count as leaves). Node::pending counts a node once per path, and a transformer
+// layer reads its input from a dozen places, so the cheap count doubles with each layer; past
+// the limit the distinct nodes are counted (at most kMaxPendingNodes + 1 of them) and the count
+// kept in node.memo, whose later users start from it.
+bool PastPendingLimit(const Node& node);
 
 std::string NodeString(const Node& node);  // "Add f32[2,3]"
 
@@ -103,6 +145,11 @@ absl::StatusOr<NodePtr> MakeScatterAdd(NodePtr x, int64_t dim, NodePtr index, No
 // `n` with each operand o swapped for now(o), or null where every operand stays as it is: the
 // step of each pass that rebuilds a graph (Substitute, SinkSlices).
 NodePtr WithOperands(const Node& n, absl::FunctionRef<NodePtr(const NodePtr&)> now);
+
+// `roots` with every node that has a computed value (NodeMemo) read from its buffer as a
+// Buffer leaf; `roots` themselves where no node in their graphs has one (at no cost while no
+// node anywhere has one).
+std::vector<NodePtr> ReadComputed(const std::vector<NodePtr>& roots);
 
 // Rebuilds `roots` with every node in `replace` swapped for its replacement (shapes and dtypes
 // must match); nodes that reach no replaced node are shared, not copied.

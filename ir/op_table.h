@@ -23,10 +23,11 @@
 // exp(-x)) differentiates through exp(-x), which overflows below x = -88.7, so the chain rule gives
 // 0 * inf = NaN there where Sigmoid's own rule g y (1 - y) gives 0 (tests/op_tables_test.cpp
 // measures both). Relu: its composite where(x > 0, x, 0) reads x twice, and a node's pending
-// count (ir.h: counted through every path) doubles with each relu of a chain, so ten relus pass
-// the executor's kMaxPendingNodes and the graph is cut while it is built (laziness_test's
-// fifty-op chain ran a kernel before its sync). Silu and Gelu (erf and tanh forms) are primitive
-// for the same reason: their composites read x twice, and they sit in every layer of a model.
+// count (ir.h: counted through every path) doubles with each relu of a chain; past
+// kMaxPendingNodes every new tensor then counts its graph's distinct nodes one by one
+// (PastPendingLimit), where the primitive's count stays exact for free (before that count
+// existed, ten relus cut the graph while it was built). Silu and Gelu (erf and tanh forms) are
+// primitive for the same reason: their composites read x twice, and they sit in every layer.
 // Rsqrt maps to OpenCL's rsqrt. Min and Prod are reductions like Max and Sum.
 // RandomUniform(counter, seed): i64 operands, an f32 in (0, 1) per element: splitmix64 of the two,
 // its top 23 bits k as (k + 0.5) / 2^23, exact in f32, so host and device give the same bits.

@@ -18,10 +18,6 @@ class Device;
 // The graph executor: the one place that knows the IR, the lowering and the backend.
 namespace lazycl::runtime {
 
-// Graphs whose pending nodes exceed this are computed at once when a node is made, so that a
-// loop such as `for (...) a = a + b;` runs in bounded memory and bounded kernel size.
-inline constexpr int64_t kMaxPendingNodes = 512;
-
 // Computes `outputs` (unique, pending nodes of OpenCL device `device`) as one graph and returns
 // one new Storage per output, holding its value. A graph that needs the data of a placeholder
 // fails with FailedPrecondition before anything runs. The caller (the tensor layer) rebinds its

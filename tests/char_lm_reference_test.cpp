@@ -120,6 +120,24 @@ double RelErr(double got, double want) { return std::fabs(got - want) / std::fab
 
 class CharLmReference : public ::testing::TestWithParam<Device> {};
 
+// Every parameter's gradient against JAX's, relative to the tensor's largest gradient
+// (summation orders differ from XLA's).
+void ExpectGradientsMatch(const Case& c, const LlamaParams& params) {
+  const std::vector<Tensor> list = params.list();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string& name = LlamaParams::names()[i];
+    const HostTensor& want = c.grads.at(name);
+    ASSERT_TRUE(list[i].grad().defined()) << name;
+    const std::vector<float> got = list[i].grad().to_vector<float>();
+    ASSERT_EQ(got.size(), want.values.size()) << name;
+    double scale = 0, worst = 0;
+    for (float v : want.values) scale = std::max(scale, std::fabs(double(v)));
+    for (size_t j = 0; j < got.size(); ++j)
+      worst = std::max(worst, std::fabs(double(got[j]) - want.values[j]));
+    EXPECT_LE(worst, 1e-4 * scale) << name << ": max |diff| " << worst << ", max |grad| " << scale;
+  }
+}
+
 TEST_P(CharLmReference, FirstLossAndGradientsMatchJax) {
   const Case c = ReadCase();
   ASSERT_EQ(c.params.size(), LlamaParams::names().size());
@@ -130,20 +148,26 @@ TEST_P(CharLmReference, FirstLossAndGradientsMatchJax) {
       LlamaLoss(c.config, params, Batch(c.ids[0], c, device), Batch(c.targets[0], c, device));
   loss.backward();
   EXPECT_LE(RelErr(loss.item<float>(), c.losses[0]), 1e-5) << loss.item<float>();
-  const std::vector<Tensor> list = params.list();
-  for (size_t i = 0; i < list.size(); ++i) {
-    const std::string& name = LlamaParams::names()[i];
-    const HostTensor& want = c.grads.at(name);
-    ASSERT_TRUE(list[i].grad().defined()) << name;
-    const std::vector<float> got = list[i].grad().to_vector<float>();
-    ASSERT_EQ(got.size(), want.values.size()) << name;
-    double scale = 0;
-    for (float v : want.values) scale = std::max(scale, std::fabs(double(v)));
-    double worst = 0;
-    for (size_t j = 0; j < got.size(); ++j)
-      worst = std::max(worst, std::fabs(double(got[j]) - want.values[j]));
-    // Relative to the tensor's largest gradient: summation orders differ from XLA's.
-    EXPECT_LE(worst, 1e-4 * scale) << name << ": max |diff| " << worst << ", max |grad| " << scale;
+  ExpectGradientsMatch(c, params);
+}
+
+// The layers as a plain loop (no scan): one graph of every layer's nodes, which the automatic
+// cut splits (ir::kMaxPendingNodes); each cut keeps the values later graphs read, and the loss
+// and gradients are the same.
+TEST_P(CharLmReference, ForLoopLayersMatchJax) {
+  const Case c = ReadCase();
+  const Device device = GetParam();
+  LlamaParams params = Upload(c, device);
+  metrics::reset();
+  Tensor loss = LlamaLoss(c.config, params, Batch(c.ids[0], c, device),
+                          Batch(c.targets[0], c, device), examples::LayerLoop::kForLoop);
+  loss.backward();
+  EXPECT_LE(RelErr(loss.item<float>(), c.losses[0]), 1e-5) << loss.item<float>();
+  ExpectGradientsMatch(c, params);
+  if (device.is_opencl()) {
+    // What this test is for: the loop's graph was cut, and values were carried across the cut.
+    EXPECT_GE(metrics::counter("AutomaticCuts"), 1);
+    EXPECT_GE(metrics::counter("AutomaticCutSharedValues"), 1);
   }
 }
 

@@ -193,6 +193,39 @@ TEST(Threads, ManyReadersOfOneLazyTensor) {
 
 // The results of one deferred scan read by several threads at once: the first reader runs the
 // scan (runtime/storage.h: Producer), the others wait for it; every result is the host loop's.
+// Automatic cuts on several threads at once, of graphs that share one pending value: each cut
+// computes the shared value with its own tensor and keeps it in the shared node (the first value
+// set stays); every thread reads right results, and a later read of the shared value reads a
+// kept one.
+TEST(Threads, AutomaticCutsOfGraphsThatShareAValue) {
+  const Device cl = test::DefaultCl();
+  std::mt19937 rng(12);
+  const std::vector<float> xv = Random(rng, 32);
+  auto chain = [](Tensor t, int n, double scale) {
+    for (int i = 0; i < n; ++i) t = t * scale + 0.001;
+    return t;
+  };
+  for (int round = 0; round < 4; ++round) {
+    const Tensor shared = chain(tensor(xv, {32}, cl), 100, 0.999);  // under the limit: pending
+    const Tensor host_shared = chain(tensor(xv, {32}, Device::host()), 100, 0.999);
+    const int64_t cuts = metrics::counter("AutomaticCuts");
+    const int64_t kept = metrics::counter("AutomaticCutSharedValues");
+    Failures failures;
+    OnThreads(4, failures, [&](int r) {
+      std::string why;
+      const double scale = 1.0 + 0.001 * r;
+      const Tensor mine = chain(shared, 250, scale);  // past the limit: cut on this thread
+      const std::vector<float> want = chain(host_shared, 250, scale).to_vector<float>();
+      if (!Close(mine.to_vector<float>(), want, &why)) failures.Add(why);
+    });
+    failures.Expect(4);
+    EXPECT_GE(metrics::counter("AutomaticCuts") - cuts, 4);  // one at least on each thread
+    EXPECT_GE(metrics::counter("AutomaticCutSharedValues") - kept, 1);
+    std::string why;
+    EXPECT_TRUE(Close(shared.to_vector<float>(), host_shared.to_vector<float>(), &why)) << why;
+  }
+}
+
 TEST(Threads, ReadersOfOneDeferredScan) {
   const Device cl = test::DefaultCl();
   std::mt19937 rng(13);

@@ -3,7 +3,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "frontend/tensor_impl.h"
 #include "gtest/gtest.h"
+#include "ir/ir.h"
 #include "lazycl/lazycl.h"
 
 namespace lazycl {
@@ -34,6 +36,59 @@ TEST(UnboundedGraphTest, HundredThousandAddsRunInBoundedMemoryAndFewCompiles) {
   EXPECT_LE(metrics::counter("GraphCompiles"), 4);
   EXPECT_GE(metrics::counter("GraphCacheHits"), kSteps / 1024);
   EXPECT_LT(metrics::counter("KernelLaunches"), kSteps / 100);
+}
+
+// y * sigmoid(y) * 0.5 + y * 0.25 reads y three times, so the pending count through every path
+// (ir::Node::pending) triples per step, past ir::kMaxPendingNodes after six; the distinct nodes
+// grow by six per step, 72 after twelve: no cut.
+TEST(UnboundedGraphTest, ANodeReadFromManyPathsCountsOnceTowardTheCut) {
+  const std::vector<float> values = {1.5f, -2.0f, 0.25f, 3.0f};
+  metrics::reset();
+  Tensor y = tensor(values, {4}, kCl);
+  Tensor want = tensor(values, {4}, Device::host());
+  for (int i = 0; i < 12; ++i) {
+    y = y * sigmoid(y) * 0.5 + y * 0.25;
+    want = want * sigmoid(want) * 0.5 + want * 0.25;
+  }
+  EXPECT_GT(y.impl()->node->pending, ir::kMaxPendingNodes);
+  EXPECT_EQ(metrics::counter("AutomaticCuts"), 0);
+  const std::vector<float> got = y.to_vector<float>();
+  const std::vector<float> host = want.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], host[i], 1e-6f) << i;
+}
+
+// A cut computes, with the tensor that grew past the limit, every value of its graph that other
+// tensors still read; their graphs read those buffers and compute nothing of it again. Here the
+// shared value `h` holds three reductions: read again, h * 2 is one kernel, not four.
+TEST(UnboundedGraphTest, ACutComputesTheValuesOtherTensorsRead) {
+  constexpr int kN = 64;
+  std::vector<float> xv(kN);
+  for (int i = 0; i < kN; ++i) xv[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+  const Tensor x = tensor(xv, {kN}, kCl);
+  const Tensor xh = tensor(xv, {kN}, Device::host());
+  auto layer = [](const Tensor& t) {  // about 100 nodes with a reduction
+    Tensor u = t;
+    for (int i = 0; i < 25; ++i) u = u * 0.99 + 0.001;
+    return u - sum(u) * 0.001;
+  };
+  metrics::reset();
+  Tensor h = layer(layer(layer(x)));  // under the limit: pending
+  ASSERT_EQ(metrics::counter("KernelLaunches"), 0) << h.impl()->node->pending;
+  Tensor a = h;
+  for (int i = 0; i < 80; ++i) a = a * 1.001 + 0.002;  // past the limit: cut
+  EXPECT_EQ(metrics::counter("AutomaticCuts"), 1);
+  EXPECT_TRUE(h.impl()->node->memo.computed());
+  const int64_t launches = metrics::counter("KernelLaunches");
+  const Tensor b = h * 2.0;
+  const std::vector<float> got = b.to_vector<float>();
+  EXPECT_EQ(metrics::counter("KernelLaunches") - launches, 1);
+  Tensor wh = layer(layer(layer(xh)));
+  const std::vector<float> want = (wh * 2.0).to_vector<float>();
+  for (int i = 0; i < kN; ++i) EXPECT_NEAR(got[i], want[i], 1e-5f) << i;
+  Tensor wa = wh;
+  for (int i = 0; i < 80; ++i) wa = wa * 1.001 + 0.002;
+  const std::vector<float> got_a = a.to_vector<float>(), want_a = wa.to_vector<float>();
+  for (int i = 0; i < kN; ++i) EXPECT_NEAR(got_a[i], want_a[i], 1e-5f) << i;
 }
 
 TEST(UnboundedGraphTest, LongFloatChainStaysAccurate) {
