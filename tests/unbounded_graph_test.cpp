@@ -57,37 +57,45 @@ TEST(UnboundedGraphTest, ANodeReadFromManyPathsCountsOnceTowardTheCut) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], host[i], 1e-6f) << i;
 }
 
-// A cut computes, with the tensor that grew past the limit, every value of its graph that other
-// tensors still read; their graphs read those buffers and compute nothing of it again. Here the
-// shared value `h` holds three reductions: read again, h * 2 is one kernel, not four.
+// A cut computes, with the tensor that grew past the limit, the values of its graph that other
+// tensors still read; their graphs read those buffers and compute nothing of it again. `h` holds
+// three reductions and ~150 elementwise ops: it is kept, and h * 2 is one kernel, not four.
+// `e` = exp(sum(h) * 0.01) is two elementwise ops over a reduction: the reduction is kept in its
+// place (computing e again costs nothing, fused), and e * 2 is one kernel too.
 TEST(UnboundedGraphTest, ACutComputesTheValuesOtherTensorsRead) {
   constexpr int kN = 64;
   std::vector<float> xv(kN);
   for (int i = 0; i < kN; ++i) xv[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
-  const Tensor x = tensor(xv, {kN}, kCl);
-  const Tensor xh = tensor(xv, {kN}, Device::host());
   auto layer = [](const Tensor& t) {  // about 100 nodes with a reduction
     Tensor u = t;
     for (int i = 0; i < 25; ++i) u = u * 0.99 + 0.001;
     return u - sum(u) * 0.001;
   };
+  auto tail = [](Tensor t) {
+    for (int i = 0; i < 80; ++i) t = t * 1.001 + 0.002;
+    return t;
+  };
   metrics::reset();
-  Tensor h = layer(layer(layer(x)));  // under the limit: pending
+  const Tensor h = layer(layer(layer(tensor(xv, {kN}, kCl))));  // under the limit: pending
+  const Tensor e = exp(sum(h) * 0.01);
   ASSERT_EQ(metrics::counter("KernelLaunches"), 0) << h.impl()->node->pending;
-  Tensor a = h;
-  for (int i = 0; i < 80; ++i) a = a * 1.001 + 0.002;  // past the limit: cut
+  const Tensor a = tail(h * e);  // past the limit: cut
   EXPECT_EQ(metrics::counter("AutomaticCuts"), 1);
   EXPECT_TRUE(h.impl()->node->memo.computed());
-  const int64_t launches = metrics::counter("KernelLaunches");
-  const Tensor b = h * 2.0;
-  const std::vector<float> got = b.to_vector<float>();
+  EXPECT_FALSE(e.impl()->node->memo.computed());
+  int64_t launches = metrics::counter("KernelLaunches");
+  const std::vector<float> got_h = (h * 2.0).to_vector<float>();
   EXPECT_EQ(metrics::counter("KernelLaunches") - launches, 1);
-  Tensor wh = layer(layer(layer(xh)));
-  const std::vector<float> want = (wh * 2.0).to_vector<float>();
-  for (int i = 0; i < kN; ++i) EXPECT_NEAR(got[i], want[i], 1e-5f) << i;
-  Tensor wa = wh;
-  for (int i = 0; i < 80; ++i) wa = wa * 1.001 + 0.002;
-  const std::vector<float> got_a = a.to_vector<float>(), want_a = wa.to_vector<float>();
+  launches = metrics::counter("KernelLaunches");
+  const std::vector<float> got_e = (e * 2.0).to_vector<float>();
+  EXPECT_EQ(metrics::counter("KernelLaunches") - launches, 1);
+
+  const Tensor wh = layer(layer(layer(tensor(xv, {kN}, Device::host()))));
+  const Tensor we = exp(sum(wh) * 0.01);
+  const std::vector<float> want_h = (wh * 2.0).to_vector<float>();
+  for (int i = 0; i < kN; ++i) EXPECT_NEAR(got_h[i], want_h[i], 1e-5f) << i;
+  EXPECT_NEAR(got_e[0], (we * 2.0).item<float>(), 1e-5f);
+  const std::vector<float> got_a = a.to_vector<float>(), want_a = tail(wh * we).to_vector<float>();
   for (int i = 0; i < kN; ++i) EXPECT_NEAR(got_a[i], want_a[i], 1e-5f) << i;
 }
 
