@@ -93,33 +93,37 @@ absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait) {
   return absl::OkStatus();
 }
 
-absl::Status MaterializeCut(TensorImpl& t) {
-  const ir::NodePtr root = NodeOf(t);
-  if (!t.device.is_opencl() || root->op == ir::Op::kBuffer) return Materialize({&t});
-  // The graph ends at leaves and at values earlier cuts computed.
-  auto outside = [](const ir::Node& n) { return n.pending == 0 || n.memo.computed(); };
+namespace {
+
+// Where a cut's graph ends: at leaves and at values earlier cuts computed.
+bool Outside(const ir::Node& n) { return n.pending == 0 || n.memo.computed(); }
+
+// The nodes of `root`'s graph (not `root`) that something else holds too: read more often than
+// the graph itself reads them (besides the copy taken here).
+std::vector<ir::NodePtr> HeldElsewhere(const ir::NodePtr& root) {
   const ir::Node* const root_list[] = {root.get()};
-  const std::vector<const ir::Node*> order = ir::PostOrder(root_list, outside);
-  // How often each node is read from inside the graph; one held more often than that (besides
-  // `shared`'s own copy) is held by something else as well.
+  const std::vector<const ir::Node*> order = ir::PostOrder(root_list, Outside);
   absl::flat_hash_map<const ir::Node*, int64_t> reads;
-  std::vector<ir::NodePtr> shared;
+  std::vector<ir::NodePtr> held;
   for (const ir::Node* n : order) {
-    if (outside(*n)) continue;
+    if (Outside(*n)) continue;
     for (const ir::NodePtr& o : n->operands) {
-      if (++reads[o.get()] == 1 && !outside(*o)) shared.push_back(o);
+      if (++reads[o.get()] == 1 && !Outside(*o)) held.push_back(o);
     }
   }
-  std::erase_if(shared,
-                [&](const ir::NodePtr& n) { return n.use_count() <= reads.at(n.get()) + 1; });
-  // A shared value made by an elementwise op or a view costs no kernel of its own when a later
-  // graph computes it again (fused into what reads it), where keeping it costs a kernel and its
-  // bytes. Such a value is kept only where computing it again would take more than
-  // kMaxRecomputedOps of those ops; otherwise the values they read that kernels compute
-  // (matmuls, reductions, gathers: its cone's frontier) are kept in its place. Measured on
-  // `lazycl-bench transfer --model llama --train` (a 4-layer loop, whose tape holds every value):
-  // keeping every shared value, 61 MiB peak and 384-429 ms for 10 steps; with the rule, 34 MiB
-  // and 311-386 ms; with no limit on the recomputing, 19.5 MiB and 356-468 ms.
+  std::erase_if(held, [&](const ir::NodePtr& n) { return n.use_count() <= reads.at(n.get()) + 1; });
+  return held;
+}
+
+// Which values a cut keeps for the `held` ones. A held value made by an elementwise op or a view
+// costs no kernel of its own when a later graph computes it again (fused into what reads it),
+// where keeping it costs a kernel and its bytes. Such a value is kept only where computing it
+// again would take more than kMaxRecomputedOps of those ops; otherwise the values they read that
+// kernels compute (matmuls, reductions, gathers: its cone's frontier) are kept in its place.
+// Measured on `lazycl-bench transfer --model llama --train` (a 4-layer loop, whose tape holds
+// every value): keeping every held value, 61 MiB peak and 384-429 ms for 10 steps; with the
+// rule, 34 MiB and 311-386 ms; with no limit on the recomputing, 19.5 MiB and 356-468 ms.
+std::vector<ir::NodePtr> ValuesToKeep(const std::vector<ir::NodePtr>& held) {
   constexpr int kMaxRecomputedOps = 8;
   auto cheap = [](const ir::Node& n) { return ir::IsElementwise(n.op) || ir::IsView(n.op); };
   std::vector<ir::NodePtr> kept;
@@ -127,7 +131,7 @@ absl::Status MaterializeCut(TensorImpl& t) {
   auto keep = [&](const ir::NodePtr& n) {
     if (in_kept.insert(n.get()).second) kept.push_back(n);
   };
-  for (const ir::NodePtr& n : shared) {
+  for (const ir::NodePtr& n : held) {
     if (!cheap(*n)) {
       keep(n);
       continue;
@@ -138,7 +142,7 @@ absl::Status MaterializeCut(TensorImpl& t) {
     while (!stack.empty() && ops <= kMaxRecomputedOps) {
       ir::NodePtr m = std::move(stack.back());
       stack.pop_back();
-      if (outside(*m) || !seen.insert(m.get()).second) continue;
+      if (Outside(*m) || !seen.insert(m.get()).second) continue;
       if (!cheap(*m)) {
         frontier.push_back(std::move(m));
         continue;
@@ -152,17 +156,25 @@ absl::Status MaterializeCut(TensorImpl& t) {
       for (const ir::NodePtr& f : frontier) keep(f);
     }
   }
-  shared = std::move(kept);
+  return kept;
+}
+
+}  // namespace
+
+absl::Status MaterializeCut(TensorImpl& t) {
+  const ir::NodePtr root = NodeOf(t);
+  if (!t.device.is_opencl() || root->op == ir::Op::kBuffer) return Materialize({&t});
+  const std::vector<ir::NodePtr> kept = ValuesToKeep(HeldElsewhere(root));
   std::vector<ir::NodePtr> wanted = {root};
-  wanted.insert(wanted.end(), shared.begin(), shared.end());
+  wanted.insert(wanted.end(), kept.begin(), kept.end());
   const std::vector<ir::NodePtr> computed = ir::ReadComputed(wanted);
   std::vector<const ir::Node*> outputs;
   for (const ir::NodePtr& n : computed) outputs.push_back(n.get());
-  base::metrics::Add("AutomaticCutSharedValues", static_cast<int64_t>(shared.size()));
+  base::metrics::Add("AutomaticCutSharedValues", static_cast<int64_t>(kept.size()));
   absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> results =
       runtime::Materialize(t.device.index(), outputs, /*wait=*/true);
   if (!results.ok()) return results.status();
-  for (size_t k = 0; k < shared.size(); ++k) shared[k]->memo.set_value((*results)[k + 1]);
+  for (size_t k = 0; k < kept.size(); ++k) kept[k]->memo.set_value((*results)[k + 1]);
   RebindNode(t, root, ir::MakeBuffer((*results)[0], root->dtype, root->shape));
   return absl::OkStatus();
 }

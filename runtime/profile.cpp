@@ -171,9 +171,10 @@ std::string Report() {
           "%.1f us each)\n",
           gaps.host_ns / 1e6, gaps.host_gaps, mean_us(gaps.host_ns, gaps.host_gaps),
           gaps.handoff_ns / 1e6, gaps.handoff_gaps, mean_us(gaps.handoff_ns, gaps.handoff_gaps)));
-  absl::StrAppend(&out, absl::StrFormat("%6s %10s %7s %9s %9s %8s %8s %8s %9s  %-32s %s\n", "share",
-                                        "total_ms", "runs", "mean_us", "first_us", "launches",
-                                        "GB/s", "GFLOP/s", "host_wait", "ops", "kernel"));
+  absl::StrAppend(&out,
+                  absl::StrFormat("%6s %10s %7s %9s %9s %8s %8s %8s %12s  %-32s %s\n", "share",
+                                  "total_ms", "runs", "mean_us", "first_us", "launches", "GB/s",
+                                  "GFLOP/s", "host_wait_ms", "ops", "kernel"));
   for (const KernelRow& row : rows) {
     const int64_t later = row.runs - 1;
     const double seconds = row.device_ns / 1e9;
@@ -184,7 +185,7 @@ std::string Report() {
     const std::string mean =
         later > 0 ? absl::StrFormat("%.1f", row.device_ns / 1e3 / later) : std::string("-");
     absl::StrAppend(
-        &out, absl::StrFormat("%5.1f%% %10.3f %7d %9s %9.1f %8d %8s %8s %9.3f  %-32s %s%s [%s]\n",
+        &out, absl::StrFormat("%5.1f%% %10.3f %7d %9s %9.1f %8d %8s %8s %12.3f  %-32s %s%s [%s]\n",
                               total_ns > 0 ? 100 * row.device_ns / total_ns : 0,
                               row.device_ns / 1e6, row.runs, mean, row.first_ns / 1e3, row.launches,
                               rate(row.bytes), rate(row.flops), row.host_wait_ns / 1e6, row.ops,
