@@ -21,11 +21,33 @@ using InputMap = absl::flat_hash_map<const ir::Node*, BufferRef>;
 KernelSpec EmitElementwise(const ir::Node& root, BufferRef out, const InputMap& inputs,
                            const Target& target);
 
-// `root` is Sum or Max; its operand's expression is fused into the loop. With split > 1 each
-// output element is reduced in `split` contiguous parts, written as [outputs, split] partials
-// for a second reduction.
+// Several elementwise roots of one shape in one kernel (multi-output fusion), `roots[k]` stored
+// to `outs[k]`: a later root reads an earlier one's value, not its buffer (so `inputs` holds none
+// of them), and only at its own index; every other read is at the element's own index too. All
+// values are computed before any is stored, so a root may write the buffer another one reads (a
+// donated parameter).
+// At most kMaxElementwiseGroup roots, reading and writing at most kMaxElementwiseGroupBuffers
+// buffers (lower.cpp keeps to both).
+constexpr size_t kMaxElementwiseGroup = 4;
+constexpr size_t kMaxElementwiseGroupBuffers = 16;
+KernelSpec EmitElementwiseGroup(const std::vector<const ir::Node*>& roots,
+                                const std::vector<BufferRef>& outs, const InputMap& inputs,
+                                const Target& target);
+
+// An elementwise chain stored in place of a reduction's result (fusion_rules.h): `root`, of as
+// many elements as the reduction, reads `value` (the reduction it is fused with) only at its own
+// linear index; the kernel stores root's value, in root's dtype, at each output element.
+struct ReduceEpilogue {
+  const ir::Node* root = nullptr;
+  const ir::Node* value = nullptr;
+};
+
+// `root` is a reduction (Sum, Max, ...); its operand's expression is fused into the loop. With
+// split > 1 each output element is reduced in `split` contiguous parts, written as
+// [outputs, split] partials for a second reduction. With `epilogue` (split 1 only; `inputs`
+// then holds the chain's inputs too) each result is stored as the chain's value.
 KernelSpec EmitReduce(const ir::Node& root, BufferRef out, const InputMap& inputs, int64_t split,
-                      const Target& target);
+                      const Target& target, const ReduceEpilogue* epilogue = nullptr);
 
 // `root` is a Scan (Cumsum): one work-item per row along the scanned dim, its operand's
 // expression fused into the loop.

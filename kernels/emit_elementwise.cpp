@@ -6,6 +6,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/check.h"
+#include "kernels/cl_text.h"
 #include "kernels/codegen.h"
 #include "kernels/emitter.h"
 
@@ -107,6 +110,37 @@ KernelSpec EmitElementwise(const Node& root, BufferRef out, const InputMap& inpu
       absl::StrCat("elementwise ", ir::NodeString(root), " (a row per work-group",
                    pieces.size() > 1 ? absl::StrCat(", ", pieces.size(), " column ranges") : "",
                    spec.launches.size() == 1 && pieces.size() > 1 ? " in one launch" : "", ")");
+  return spec;
+}
+
+KernelSpec EmitElementwiseGroup(const std::vector<const Node*>& roots,
+                                const std::vector<BufferRef>& outs, const InputMap& inputs,
+                                const Target& target) {
+  LAZYCL_CHECK(!roots.empty() && roots.size() == outs.size(),
+               "codegen: an elementwise group of %d roots and %d outputs",
+               static_cast<int>(roots.size()), static_cast<int>(outs.size()));
+  const Node& first = *roots[0];
+  const int64_t n = ir::NumElements(first.shape);
+  Emitter e(inputs, IndexType(first, inputs, target), target);
+  e.SetOwnIndex("gid");
+  std::vector<std::string> names, values;
+  for (size_t k = 0; k < roots.size(); ++k) {
+    const Node& root = *roots[k];
+    LAZYCL_CHECK(root.shape == first.shape, "codegen: elementwise group member %s is not of %s",
+                 ir::NodeString(root).c_str(), ir::ShapeString(first.shape).c_str());
+    e.UnifyDims(root);
+    names.push_back(e.Buffer(outs[k], root.dtype, true));
+    const std::string v = e.Eval(root, Index::Linear("gid"));
+    values.push_back(absl::StrCat("lc_out", k));
+    e.Line(absl::StrCat("const ", CType(root.dtype), " ", values.back(), " = ", v, ";"));
+    e.SetValue(&root, values.back());  // what later members read
+  }
+  for (size_t k = 0; k < roots.size(); ++k)
+    e.Line(absl::StrCat(names[k], "[gid] = ", values[k], ";"));
+  KernelSpec spec = e.FinishIndexed("ew_multi", n);
+  std::vector<std::string> summaries;
+  for (const Node* root : roots) summaries.push_back(ir::NodeString(*root));
+  spec.summary = absl::StrCat("elementwise ", absl::StrJoin(summaries, ", "), " in one kernel");
   return spec;
 }
 

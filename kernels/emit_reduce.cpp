@@ -24,6 +24,37 @@ namespace {
 // Work-group size of the GPU strategy's tree reductions (one that every GPU we know of takes).
 constexpr size_t kGroupSize = 128;
 
+// Makes `epilogue`'s chain evaluable in `e`: its reduction stands for the reduced value, and its
+// dims join the kernel's. Call after UnifyDims(root).
+void PrepareEpilogue(Emitter& e, const ReduceEpilogue* epilogue) {
+  if (epilogue == nullptr) return;
+  e.SetValue(epilogue->value, "acc");
+  e.UnifyDims(*epilogue->root);
+}
+
+// Stores `acc`, the reduced value of output element `at` (a linear index): as it is, or as
+// `epilogue`'s value there. One statement either way.
+void Store(Emitter& e, const std::string& out_name, const std::string& at, const std::string& acc,
+           const ReduceEpilogue* epilogue) {
+  if (epilogue == nullptr) {
+    e.Line(absl::StrCat(out_name, "[", at, "] = ", acc, ";"));
+    return;
+  }
+  e.Line("{");
+  e.Indent();
+  auto scope = e.SaveScope();
+  e.SetValue(epilogue->value, acc);
+  const std::string v = e.Eval(*epilogue->root, Index::Linear(at));
+  e.Line(absl::StrCat(out_name, "[", at, "] = ", v, ";"));
+  e.RestoreScope(std::move(scope));
+  e.Dedent();
+  e.Line("}");
+}
+
+std::string EpilogueSummary(const ReduceEpilogue* epilogue) {
+  return epilogue == nullptr ? "" : absl::StrCat(" -> ", ir::NodeString(*epilogue->root));
+}
+
 // CPU, f32, the last dim kept (a bias's gradient: a sum over the rows of [rows, N]): a
 // work-item takes 16 neighbouring outputs along the last dim, whose operands lie side by side
 // at every reduced index, and reduces them as one float16 (PoCL runs the reduced loop of a
@@ -31,7 +62,7 @@ constexpr size_t kGroupSize = 128;
 // outputs past the last whole 16 of a row are reduced one at a time. Each output's values are
 // combined in the same order as the scalar kernel's.
 KernelSpec EmitColumns(const Node& root, BufferRef out, const InputMap& inputs,
-                       const Target& target) {
+                       const Target& target, const ReduceEpilogue* epilogue) {
   const Node& x = *root.operands[0];
   const std::vector<int64_t>& axes = root.args;
   Shape reduced_shape;
@@ -43,8 +74,9 @@ KernelSpec EmitColumns(const Node& root, BufferRef out, const InputMap& inputs,
 
   Emitter e(inputs, IndexType(root, inputs, target), target);
   e.UnifyDims(root);
+  PrepareEpilogue(e, epilogue);
   const DType t = root.dtype;
-  const std::string out_name = e.Buffer(out, t, true);
+  const std::string out_name = e.Buffer(out, epilogue != nullptr ? epilogue->root->dtype : t, true);
   const std::string n = e.Sym(last, e.DimKey(&root, root.shape.size() - 1));
   const std::string c = e.Sym(chunks, "chunks");
   e.Line(absl::StrCat("const idx_t row = gid / ", c, ";"));
@@ -74,7 +106,14 @@ KernelSpec EmitColumns(const Node& root, BufferRef out, const InputMap& inputs,
   e.SetVector(true, "0", 0);
   loop("acc16", "c0");
   e.SetVector(false);
-  e.Line(absl::StrCat("vstore16(acc16, 0, ", out_name, " + o);"));
+  if (epilogue == nullptr) {
+    e.Line(absl::StrCat("vstore16(acc16, 0, ", out_name, " + o);"));
+  } else {
+    e.Line("float lc_t[16];");
+    e.Line("vstore16(acc16, 0, lc_t);");
+    e.Line("for (int jj = 0; jj < 16; ++jj)");
+    Store(e, out_name, "(o + jj)", "lc_t[jj]", epilogue);
+  }
   e.Dedent();
   e.Line("} else {");
   e.Indent();
@@ -82,22 +121,30 @@ KernelSpec EmitColumns(const Node& root, BufferRef out, const InputMap& inputs,
   e.Indent();
   e.Line(absl::StrCat(CType(t), " acc = ", identity, ";"));
   loop("acc", "j");
-  e.Line(absl::StrCat(out_name, "[o - c0 + j] = acc;"));
+  Store(e, out_name, "o - c0 + j", "acc", epilogue);
   e.Dedent();
   e.Line("}");
   e.Dedent();
   e.Line("}");
   KernelSpec spec = e.FinishIndexed("red_cols", items);
   spec.summary = absl::StrCat("reduce ", ir::NodeString(root), " of ", ir::NodeString(x),
-                              " (16 columns per work-item)");
+                              EpilogueSummary(epilogue), " (16 columns per work-item)");
   return spec;
 }
 
 }  // namespace
 
 KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, int64_t split,
-                      const Target& target) {
+                      const Target& target, const ReduceEpilogue* epilogue) {
   LAZYCL_CHECK(ir::IsReduce(root.op), "EmitReduce on %s", ir::OpName(root.op));
+  LAZYCL_CHECK(epilogue == nullptr ||
+                   (split == 1 && epilogue->root != nullptr && epilogue->value != nullptr &&
+                    ir::NumElements(epilogue->root->shape) == ir::NumElements(root.shape)),
+               "codegen: reduction epilogue %s does not fit %s",
+               epilogue != nullptr && epilogue->root != nullptr
+                   ? ir::NodeString(*epilogue->root).c_str()
+                   : "(none)",
+               ir::NodeString(root).c_str());
   const Node& x = *root.operands[0];
   const std::vector<int64_t>& axes = root.args;
   Shape reduced_shape;
@@ -110,13 +157,14 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
       std::find(axes.begin(), axes.end(), static_cast<int64_t>(x.shape.size() - 1)) == axes.end();
   if (target.cpu && split == 1 && root.dtype == DType::f32 && last_kept && x.shape.back() >= 16 &&
       VectorFriendly(x, inputs, x.shape, 0)) {
-    return EmitColumns(root, out, inputs, target);
+    return EmitColumns(root, out, inputs, target, epilogue);
   }
 
   Emitter e(inputs, IndexType(root, inputs, target), target);
   e.UnifyDims(root);
+  PrepareEpilogue(e, epilogue);
   const DType t = root.dtype;
-  std::string out_name = e.Buffer(out, t, true);
+  std::string out_name = e.Buffer(out, epilogue != nullptr ? epilogue->root->dtype : t, true);
   std::string o = "gid";
   if (split > 1) {
     e.Line(absl::StrCat("const idx_t o = gid / ", e.Sym(split, "split"), ";"));
@@ -209,15 +257,20 @@ KernelSpec EmitReduce(const Node& root, BufferRef out, const InputMap& inputs, i
     e.Line("barrier(CLK_LOCAL_MEM_FENCE);");
     e.Dedent();
     e.Line("}");
-    e.Line(absl::StrCat("if (lane == 0) ", out_name, "[gid] = scratch[0];"));
+    if (epilogue == nullptr) {
+      e.Line(absl::StrCat("if (lane == 0) ", out_name, "[gid] = scratch[0];"));
+    } else {
+      e.Line("if (lane == 0)");
+      Store(e, out_name, "gid", "scratch[0]", epilogue);
+    }
     spec = e.FinishGroups(split > 1 ? "gred_part" : "gred", outputs * split, kGroupSize);
   } else {
-    e.Line(absl::StrCat(out_name, "[gid] = acc;"));
+    Store(e, out_name, "gid", "acc", epilogue);
     spec = e.FinishIndexed(split > 1 ? "red_part" : "red", outputs * split);
   }
-  spec.summary =
-      absl::StrCat(split > 1 ? "partial " : "", "reduce ", ir::NodeString(root), " of ",
-                   ir::NodeString(x), split > 1 ? absl::StrCat(" in ", split, " parts") : "");
+  spec.summary = absl::StrCat(split > 1 ? "partial " : "", "reduce ", ir::NodeString(root), " of ",
+                              ir::NodeString(x), EpilogueSummary(epilogue),
+                              split > 1 ? absl::StrCat(" in ", split, " parts") : "");
   return spec;
 }
 

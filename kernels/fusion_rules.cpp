@@ -226,7 +226,9 @@ Epilogues FindEpilogues(const Partition& p, bool dual_products) {
     for (int i : p.Region(r)) {
       for (const ir::NodePtr& o : p.node(i).operands) {
         const int j = p.IndexOf(*o);
-        if (p.node(j).op == Op::kMatmul && j != r && read.insert(j).second) readers[j].push_back(r);
+        const Op op = p.node(j).op;
+        if ((op == Op::kMatmul || ir::IsReduce(op)) && j != r && read.insert(j).second)
+          readers[j].push_back(r);
       }
     }
   }
@@ -284,6 +286,44 @@ Epilogues FindEpilogues(const Partition& p, bool dual_products) {
     if (ReadsOnlyAtOwnIndex(root, *read, InputsOf(p), OwnIndex::kElement)) {
       (carried != epilogues.matmul_of.end() ? epilogues.second_of : epilogues.matmul_of)[r] = mi;
       epilogues.fused[mi] = true;
+    }
+  }
+  // Whether root r is only a chain of Reshapes of root `target` (an output such, Memory has
+  // target's kernel write).
+  auto reshapes_of = [&p](int r, int target) {
+    for (const Node* n = &p.node(r); n->op == Op::kReshape;) {
+      const int j = p.IndexOf(*n->operands[0]);
+      if (j == target) return true;
+      if (p.IsRoot(j)) return false;
+      n = &p.node(j);
+    }
+    return false;
+  };
+  for (int ri = 0; ri < p.size(); ++ri) {
+    const Node& red = p.node(ri);
+    if (!ir::IsReduce(red.op) || !p.IsRoot(ri) || p.IsOutput(ri) || p.IsParam(ri)) continue;
+    auto it = readers.find(ri);
+    if (it == readers.end() || it->second.size() != 1) continue;
+    const int r = it->second[0];
+    const Node& root = p.node(r);
+    // A Reshape root (an output's detach()) carries a chain too; Reshapes of the reduction
+    // itself only are an output that the reduction writes directly (Memory's reshaped outputs),
+    // with no kernel.
+    const bool reshape = root.op == Op::kReshape && !reshapes_of(r, ri);
+    if (!(ir::IsElementwise(root.op) || reshape) || p.IsParam(r) ||
+        epilogues.matmul_of.contains(r) || epilogues.reduce_of.contains(r) ||
+        ir::NumElements(root.shape) != ir::NumElements(red.shape) ||
+        ir::NumElements(root.shape) == 0) {
+      continue;
+    }
+    const std::vector<int> region = p.Region(r);
+    if (std::any_of(region.begin(), region.end(),
+                    [&](int i) { return ir::IsReduce(p.node(i).op); })) {
+      continue;  // a row kernel
+    }
+    if (ReadsOnlyAtOwnIndex(root, red, InputsOf(p), OwnIndex::kLinear)) {
+      epilogues.reduce_of[r] = ri;
+      epilogues.fused[ri] = true;
     }
   }
   return epilogues;

@@ -48,11 +48,18 @@ void FuseRowReductions(Partition* p);
 // kernel. With `dual_products` (the CPU f32 matmul), a chain that reads two such products of one
 // A view and one shape, each B row-major, computes both in one kernel (a dual product:
 // SwiGLU's silu(y @ w1) * (y @ w3) at inference, where neither product is kept).
+//
+// Reductions likewise: an elementwise chain that only reads a reduction's result (and nothing else
+// does), at the result's own linear index, is computed by the reduction's kernel as it stores each
+// element (XLA's reduction epilogue fusion): a mean's scale, a norm's sqrt, an argmax's index
+// fix-up, the SGD update of a bias from its gradient's column sums. A row kernel's root (which
+// holds reductions itself) carries none.
 struct Epilogues {
   absl::flat_hash_map<int, int> matmul_of;  // root of an epilogue chain -> its matmul
   absl::flat_hash_map<int, int> second_of;  // root of a dual product's chain -> its second matmul
   absl::flat_hash_map<int, int> permuted;   // Permute root -> the matmul that stores into it
-  std::vector<bool> fused;                  // per node: a matmul that launches no kernel itself
+  absl::flat_hash_map<int, int> reduce_of;  // root of an epilogue chain -> its reduction
+  std::vector<bool> fused;  // per node: a matmul or reduction that launches no kernel itself
 };
 Epilogues FindEpilogues(const Partition& p, bool dual_products);
 

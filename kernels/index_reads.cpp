@@ -12,6 +12,10 @@ using ir::Op;
 bool Allowed(const Node& n, const Node& root, const Node& x, OwnIndex mode) {
   const bool pointwise = ir::IsElementwise(n.op) || IsIdentityReshape(n);
   if (pointwise && n.shape == root.shape) return true;
+  if (mode == OwnIndex::kLinear) {
+    return (ir::IsElementwise(n.op) || n.op == Op::kReshape) &&
+           ir::NumElements(n.shape) == ir::NumElements(root.shape);
+  }
   if (mode == OwnIndex::kElement) return false;
   return (pointwise && n.shape == x.shape) ||
          (ir::IsReduce(n.op) && n.operands[0]->shape == root.shape) ||
@@ -39,7 +43,7 @@ bool ReadsOnlyAtOwnIndex(const Node& root, const Node& x, const IsKernelInput& i
     if (&n == &x) return true;
     if (&n != &root) {
       if (is_input(n)) return false;
-      if (mode == OwnIndex::kElement && ir::IsReduce(n.op)) return false;
+      if (mode != OwnIndex::kRow && ir::IsReduce(n.op)) return false;
     }
     if (auto it = reaches.find(&n); it != reaches.end()) return it->second;
     bool any = false;

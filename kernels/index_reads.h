@@ -31,6 +31,10 @@ enum class OwnIndex {
   // x's shape (log of a sum, a mean, softmax's detached max). A view such as a transpose on a
   // path would read other rows.
   kRow,
+  // x is read at root's own linear index: every node on a path is elementwise or a Reshape
+  // (which keeps the row-major order) of as many elements as root (a reduction's result read
+  // by the chain stored in its place: a mean's scale, an argmax's index fix-up).
+  kLinear,
 };
 
 // Nodes the kernel reads from memory (Buffer leaves and other kernels' results): they end
@@ -40,7 +44,7 @@ using IsKernelInput = std::function<bool(const ir::Node&)>;
 // Whether `root` reads `x`, and reads it only as `mode` allows: every node on every path from
 // root down to x (root included, x not) is of a kind `mode` names. Paths end at x, at nodes
 // `is_input` names (root itself is never one: it is the value being computed) and, for
-// kElement, at reductions.
+// kElement and kLinear, at reductions.
 bool ReadsOnlyAtOwnIndex(const ir::Node& root, const ir::Node& x, const IsKernelInput& is_input,
                          OwnIndex mode = OwnIndex::kElement);
 

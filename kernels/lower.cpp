@@ -14,6 +14,7 @@
 #include "base/check.h"
 #include "kernels/codegen.h"
 #include "kernels/fusion_rules.h"
+#include "kernels/index_reads.h"
 #include "kernels/memory.h"
 #include "kernels/merge_rows.h"
 #include "kernels/partition.h"
@@ -41,6 +42,7 @@ class Emission {
       if (ir::NumElements(p_.node(r).shape) == 0) continue;  // nothing to compute
       if (memory_.WrittenByReshapedRoot(r)) continue;
       std::vector<KernelSpec> specs;
+      std::vector<int> described = {r};  // the roots that `specs` compute
       if (const std::vector<int> group = MatmulGroup(r); group.size() > 1) {
         std::vector<const Node*> roots;
         std::vector<BufferRef> outs;
@@ -52,10 +54,23 @@ class Emission {
           grouped[g] = true;
         }
         specs = {EmitMatmulGroup(roots, outs, Operand(*p_.node(r).operands[0]), bs, target_)};
+      } else if (const std::vector<int> ew = ElementwiseGroup(r, grouped); ew.size() > 1) {
+        std::vector<const Node*> roots;
+        std::vector<BufferRef> outs;
+        InputMap inputs;
+        for (int g : ew) {
+          roots.push_back(&p_.node(g));
+          outs.push_back(g == r ? out : memory_.Place(g));
+          inputs.merge(Inputs(g));
+          grouped[g] = true;
+        }
+        for (const Node* root : roots) inputs.erase(root);
+        specs = {EmitElementwiseGroup(roots, outs, inputs, target_)};
+        described = ew;
       } else {
         specs = EmitRoot(r, out);
       }
-      Describe(r, specs);
+      Describe(described, specs);
       for (KernelSpec& spec : specs) {
         if (ArgsTooBig(spec, target_) && too_big < 0) too_big = r;
         memory_.Append(std::move(spec));
@@ -95,6 +110,74 @@ class Emission {
     return group;
   }
 
+  // Root `r` and the later elementwise roots of its shape that one kernel computes with it
+  // (multi-output fusion, as XLA's): each reads the group's earlier members or one of its inputs
+  // (an optimizer's new moments and the parameter they update, from the same gradient), every
+  // value it reads from memory or from a member only at its own index, and nothing computed
+  // after r. The kernel runs at r's place, which only moves the later members earlier. Just {r}
+  // when there are none. Roots already `grouped` into an earlier kernel are not taken again.
+  std::vector<int> ElementwiseGroup(int r, const std::vector<bool>& grouped) const {
+    if (!PlainElementwise(r)) return {r};
+    const Node& first = p_.node(r);
+    const auto is_input = [this](const Node& x) { return p_.IsInput(x); };
+    // The buffers root g's kernel reads, or -1 when one is read at another index.
+    auto reads = [&](int g) {
+      std::vector<int> out;
+      for (int i : p_.Region(g)) {
+        for (const ir::NodePtr& o : p_.node(i).operands) {
+          const int j = p_.IndexOf(*o);
+          if (!p_.IsInput(j) || std::find(out.begin(), out.end(), j) != out.end()) continue;
+          if (!ReadsOnlyAtOwnIndex(p_.node(g), *o, is_input, OwnIndex::kElement))
+            return std::vector<int>{-1};
+          out.push_back(j);
+        }
+      }
+      return out;
+    };
+    std::vector<int> group = {r};
+    std::vector<int> read = reads(r);
+    if (!read.empty() && read[0] < 0) return {r};
+    for (int g = r + 1; g < p_.size() && group.size() < kMaxElementwiseGroup; ++g) {
+      if (grouped[g] || !PlainElementwise(g) || p_.node(g).shape != first.shape) continue;
+      const std::vector<int> g_reads = reads(g);
+      if (!g_reads.empty() && g_reads[0] < 0) continue;
+      bool related = false, ready = true;
+      for (int j : g_reads) {
+        const bool member = std::find(group.begin(), group.end(), j) != group.end();
+        related = related || member || std::find(read.begin(), read.end(), j) != read.end();
+        ready = ready && (member || p_.IsParam(j) || j < r);
+      }
+      if (!related || !ready) continue;
+      std::vector<int> all = read;
+      for (int j : g_reads) {
+        if (std::find(all.begin(), all.end(), j) == all.end()) all.push_back(j);
+      }
+      // Few enough buffers that the kernel's arguments fit any device (16 bytes each at most).
+      if (all.size() + group.size() + 1 > kMaxElementwiseGroupBuffers) break;
+      group.push_back(g);
+      read = std::move(all);
+    }
+    return group;
+  }
+
+  // An elementwise root that launches a kernel of its own (the index form): no reduction, matmul
+  // or scan, not a row kernel, no epilogue's carrier, not a copy of a parameter, not an output
+  // that its operand's kernel writes.
+  bool PlainElementwise(int r) const {
+    const Node& n = p_.node(r);
+    if (!p_.IsRoot(r) || p_.IsParam(r) || epilogues_.fused[r] ||
+        !(ir::IsElementwise(n.op) || IsIdentityReshape(n)) || ir::NumElements(n.shape) == 0 ||
+        memory_.WrittenByReshapedRoot(r) || epilogues_.matmul_of.contains(r) ||
+        epilogues_.reduce_of.contains(r)) {
+      return false;
+    }
+    const std::vector<int> region = p_.Region(r);
+    return std::none_of(region.begin(), region.end(), [this](int i) {
+      const Op op = p_.node(i).op;
+      return ir::IsReduce(op) || op == Op::kMatmul || ir::IsScan(op) || op == Op::kScatterAdd;
+    });
+  }
+
   // A matmul root that launches its own kernel: no epilogue reads it in, it carries none, and
   // it is not stored through a permute.
   bool PlainMatmul(int r) const {
@@ -132,6 +215,10 @@ class Emission {
       return {
           EmitMatmul(root, out, Operand(*root.operands[0]), Operand(*root.operands[1]), target_)};
     }
+    if (auto red = epilogues_.reduce_of.find(r); red != epilogues_.reduce_of.end()) {
+      const ReduceEpilogue epilogue{&root, &p_.node(red->second)};
+      return EmitReduction(red->second, out, &epilogue, Inputs(r));
+    }
     if (ir::IsReduce(root.op)) return EmitReduction(r, out);
     if (root.op == Op::kScatterAdd) return EmitScatterAdd(root, out, Inputs(r), target_);
     if (ir::IsScan(root.op)) return {EmitScan(root, out, Inputs(r), target_)};
@@ -146,19 +233,33 @@ class Emission {
     return {EmitRowKernel(root, out, reduces, Inputs(r), target_)};
   }
 
-  // What root `r`'s kernels do, for the profiler: the ops fused into them, in order of first
-  // appearance with a count where one repeats, and the bytes of the inputs and the output.
-  void Describe(int r, std::vector<KernelSpec>& specs) const {
+  static int64_t Bytes(const Node& n) {
+    return ir::NumElements(n.shape) * static_cast<int64_t>(dtype_size(n.dtype));
+  }
+
+  // What the kernels of `roots` (one, or an elementwise group) do, for the profiler: the ops
+  // fused into them, in order of first appearance with a count where one repeats, and the bytes
+  // of the inputs and the outputs.
+  void Describe(const std::vector<int>& roots, std::vector<KernelSpec>& specs) const {
     if (specs.empty()) return;
-    std::vector<int> region = p_.Region(r);
-    InputMap inputs = Inputs(r);
-    for (const auto* fused : {&epilogues_.matmul_of, &epilogues_.second_of, &epilogues_.permuted}) {
-      if (auto epi = fused->find(r); epi != fused->end()) {
-        const std::vector<int> m = p_.Region(epi->second);
-        region.insert(region.end(), m.begin(), m.end());
-        inputs.merge(Inputs(epi->second));
+    std::vector<int> region;
+    InputMap inputs;
+    int64_t written = 0;
+    for (int r : roots) {
+      const std::vector<int> own = p_.Region(r);
+      region.insert(region.end(), own.begin(), own.end());
+      inputs.merge(Inputs(r));
+      written += Bytes(p_.node(r));
+      for (const auto* fused : {&epilogues_.matmul_of, &epilogues_.second_of, &epilogues_.permuted,
+                                &epilogues_.reduce_of}) {
+        if (auto epi = fused->find(r); epi != fused->end()) {
+          const std::vector<int> m = p_.Region(epi->second);
+          region.insert(region.end(), m.begin(), m.end());
+          inputs.merge(Inputs(epi->second));
+        }
       }
     }
+    for (int r : roots) inputs.erase(&p_.node(r));  // a member read by another: not from memory
     std::sort(region.begin(), region.end());
     std::vector<std::pair<ir::Op, int>> counts;
     for (int i : region) {
@@ -177,23 +278,27 @@ class Emission {
       absl::StrAppend(&ops, ops.empty() ? "" : ", ", ir::OpName(op));
       if (count > 1) absl::StrAppend(&ops, " x", count);
     }
-    auto bytes = [](const Node& n) {
-      return ir::NumElements(n.shape) * static_cast<int64_t>(dtype_size(n.dtype));
-    };
-    int64_t total = bytes(p_.node(r));
-    for (const auto& [node, ref] : inputs) total += bytes(*node);
+    int64_t total = written;
+    for (const auto& [node, ref] : inputs) total += Bytes(*node);
     for (KernelSpec& spec : specs) spec.fused_ops = ops.empty() ? "copy" : ops;
     specs.front().bytes = total;
   }
 
   // A reduction with few outputs and a long reduced extent runs in two stages: `split` partial
-  // reductions per output into a temp, then a reduction of the partials.
-  std::vector<KernelSpec> EmitReduction(int r, BufferRef out) {
+  // reductions per output into a temp, then a reduction of the partials. An epilogue (reading
+  // `epilogue_inputs`) goes with the last stage.
+  std::vector<KernelSpec> EmitReduction(int r, BufferRef out,
+                                        const ReduceEpilogue* epilogue = nullptr,
+                                        const InputMap& epilogue_inputs = {}) {
     const Node& root = p_.node(r);
     const int64_t outputs = ir::NumElements(root.shape);
     const int64_t reduced =
         ir::NumElements(root.operands[0]->shape) / std::max<int64_t>(outputs, 1);
-    if (outputs > 64 || reduced < 32768) return {EmitReduce(root, out, Inputs(r), 1, target_)};
+    if (outputs > 64 || reduced < 32768) {
+      InputMap inputs = Inputs(r);
+      inputs.insert(epilogue_inputs.begin(), epilogue_inputs.end());
+      return {EmitReduce(root, out, inputs, 1, target_, epilogue)};
+    }
     const int64_t split = std::clamp<int64_t>(reduced / 8192, 2, 256);
     std::vector<KernelSpec> specs;
     BufferRef partials =
@@ -202,7 +307,9 @@ class Emission {
     // The second stage reduces the [outputs, split] partials along their last dim.
     ir::NodePtr leaf = ir::MakeBuffer(nullptr, root.dtype, {outputs, split});
     ir::NodePtr stage2 = *ir::MakeReduce(root.op, leaf, {1});
-    specs.push_back(EmitReduce(*stage2, out, InputMap{{leaf.get(), partials}}, 1, target_));
+    InputMap inputs = epilogue_inputs;
+    inputs[leaf.get()] = partials;
+    specs.push_back(EmitReduce(*stage2, out, inputs, 1, target_, epilogue));
     return specs;
   }
 

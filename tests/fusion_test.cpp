@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "frontend/assign.h"
 #include "gtest/gtest.h"
 #include "lazycl/lazycl.h"
 #include "lazycl/profile.h"
@@ -847,6 +849,333 @@ TEST(FusionTest, ADivisionIsTheSameBitsInEveryKernelThatComputesIt) {
     for (int64_t r = 0; r < rows; ++r) {
       EXPECT_FLOAT_EQ(dx[r * cols + c], r == arg ? wv[c] / -3.0f : 0.0f) << r << "," << c;
     }
+  }
+}
+
+// Reduction epilogues: an elementwise chain that only reads a reduction's result, at the result's
+// own linear index, is stored by the reduction's kernel (a mean's scale, a norm's sqrt, an
+// argmax's index fix-up). Random inputs against double-precision host loops. These run again
+// under the GPU strategy (fusion_gpu_codegen_test), whose reductions are work-group trees.
+std::vector<float> RandomValues(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+TEST(FusionTest, ReductionEpilogueMeanAndNormAreOneKernel) {
+  const int64_t r = 5, c = 37;  // rows of 37: two vectors of 16 and a tail of 5
+  const std::vector<float> xv = RandomValues(r * c, 1);
+  const Tensor x = tensor(xv, {r, c}, kCl);
+  auto at = [&](int64_t i, int64_t j) { return static_cast<double>(xv[i * c + j]); };
+
+  const Tensor all = mean(x);
+  EXPECT_EQ(KernelsFor(all), 1);
+  double total = 0;
+  for (float v : xv) total += v;
+  EXPECT_NEAR(all.item<float>(), total / (r * c), 1e-5);
+
+  const Tensor rows = mean(x, {1});
+  const Tensor norms = sqrt(sum(x * x, {1}));
+  const std::vector<float> counts = {1, 2, 3, 4, 5};
+  const Tensor scaled = sum(x, {1}, true) / tensor(counts, {r, 1}, kCl);  // another input, too
+  // Over a transposed view: the reduced dim is not the last of the buffer.
+  const Tensor cols = mean(transpose(x, 0, 1), {1});
+  for (const Tensor* t : {&rows, &norms, &scaled, &cols}) EXPECT_EQ(KernelsFor(*t), 1);
+  const std::vector<float> rv = rows.to_vector<float>(), nv = norms.to_vector<float>(),
+                           sv = scaled.to_vector<float>(), cv = cols.to_vector<float>();
+  for (int64_t i = 0; i < r; ++i) {
+    double s = 0, sq = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      s += at(i, j);
+      sq += at(i, j) * at(i, j);
+    }
+    EXPECT_NEAR(rv[i], s / c, 1e-5) << i;
+    EXPECT_NEAR(nv[i], std::sqrt(sq), 1e-5) << i;
+    EXPECT_NEAR(sv[i], s / counts[i], 1e-5) << i;
+  }
+  for (int64_t j = 0; j < c; ++j) {
+    double s = 0;
+    for (int64_t i = 0; i < r; ++i) s += at(i, j);
+    EXPECT_NEAR(cv[j], s / r, 1e-5) << j;
+  }
+
+  // Size-1 and size-0 dims: one row; sums over nothing (0 + 1 each); nothing to store.
+  const Tensor one = mean(tensor(std::vector<float>(xv.begin(), xv.begin() + c), {1, c}, kCl), {1});
+  EXPECT_EQ(KernelsFor(one), 1);
+  EXPECT_NEAR(
+      one.item<float>(),
+      [&] {
+        double s = 0;
+        for (int64_t j = 0; j < c; ++j) s += at(0, j);
+        return s / c;
+      }(),
+      1e-5);
+  const Tensor over_nothing = sum(zeros({4, 0}, DType::f32, kCl), {1}) + 1.0;
+  EXPECT_EQ(over_nothing.to_vector<float>(), std::vector<float>(4, 1.0f));
+  // An output that is only reshapes of the reduction (unsqueeze of a keepdim sum): the reduction
+  // writes it, in one kernel.
+  const Tensor unsqueezed = unsqueeze(reshape(sum(x, {1}, true), {r}), 0);
+  EXPECT_EQ(KernelsFor(unsqueezed), 1);
+  EXPECT_EQ(unsqueezed.shape(), (std::vector<int64_t>{1, r}));
+  const std::vector<float> uv = unsqueezed.to_vector<float>();
+  for (int64_t i = 0; i < r; ++i) EXPECT_NEAR(uv[i], rv[i] * c, 1e-4) << i;
+  const Tensor empty = sum(zeros({0, 3}, DType::f32, kCl), {1}) * 2.0;
+  EXPECT_EQ(empty.shape(), std::vector<int64_t>{0});
+  EXPECT_TRUE(empty.to_vector<float>().empty());
+}
+
+// A long sum runs in two stages (partials, then their sum): the scale goes with the second.
+TEST(FusionTest, ReductionEpilogueOfATwoStageReduction) {
+  const int64_t n = int64_t{1} << 20;
+  const std::vector<float> xv = RandomValues(n, 2);
+  const Tensor m = mean(tensor(xv, {n}, kCl) + 0.5);
+  EXPECT_EQ(KernelsFor(m), 2);
+  double s = 0;
+  for (float v : xv) s += v + 0.5;
+  EXPECT_NEAR(m.item<float>(), s / static_cast<double>(n), 1e-4);
+}
+
+// A bias's SGD update from its gradient's column sums (the CPU's 16-columns-per-work-item
+// reduction, with a tail of 8 columns) is one kernel.
+TEST(FusionTest, ReductionEpilogueOfColumnSumsIsTheBiasUpdate) {
+  const int64_t rows = 37, cols = 40;
+  const std::vector<float> gv = RandomValues(rows * cols, 3), bv = RandomValues(cols, 4);
+  const Tensor g = tensor(gv, {rows, cols}, kCl), b = tensor(bv, {cols}, kCl);
+  const Tensor updated = b - sum(g, {0}) * 0.1;
+  // As an optimizer writes it: the new value detached (a Reshape root), and a detached mean.
+  const Tensor detached = (b - sum(g, {0}) * 0.1).detach();
+  const Tensor loss = mean(g * g).detach();
+  for (const Tensor* t : {&updated, &detached, &loss}) EXPECT_EQ(KernelsFor(*t), 1);
+  const std::vector<float> got = updated.to_vector<float>(),
+                           got_detached = detached.to_vector<float>();
+  double squares = 0;
+  for (int64_t j = 0; j < cols; ++j) {
+    double s = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      s += gv[i * cols + j];
+      squares += static_cast<double>(gv[i * cols + j]) * gv[i * cols + j];
+    }
+    EXPECT_NEAR(got[j], bv[j] - 0.1 * s, 1e-5) << j;
+    EXPECT_NEAR(got_detached[j], bv[j] - 0.1 * s, 1e-5) << j;
+  }
+  EXPECT_NEAR(loss.item<float>(), squares / (rows * cols), 1e-5);
+}
+
+// argmax and argmin: the extremum's reduction, then the first index holding it with the NaN fix-up
+// stored by the second reduction's kernel. Ties and NaNs included.
+TEST(FusionTest, ReductionEpilogueMakesArgmaxTwoKernels) {
+  const int64_t r = 6, c = 33;
+  std::vector<float> xv = RandomValues(r * c, 5);
+  xv[2 * c + 20] = std::nanf("");  // row 2: a NaN after its max wins
+  xv[2 * c + 30] = std::nanf("");
+  xv[4 * c + 3] = xv[4 * c + 17] = 9.0f;  // row 4: a tie for the max, the first wins
+  xv[5 * c + 7] = xv[5 * c + 8] = -9.0f;  // row 5: a tie for the min
+  const Tensor x = tensor(xv, {r, c}, kCl);
+  auto want = [&](int64_t i, bool max_wanted) {
+    int64_t best = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      const float v = xv[i * c + j], b = xv[i * c + best];
+      if (std::isnan(v)) return j;
+      if (max_wanted ? v > b : v < b) best = j;
+    }
+    return best;
+  };
+  for (bool max_wanted : {true, false}) {
+    const Tensor idx = max_wanted ? argmax(x, 1) : argmin(x, 1);
+    const Tensor kept = max_wanted ? argmax(x, 1, true) : argmin(x, 1, true);
+    EXPECT_EQ(KernelsFor(idx), 2);
+    EXPECT_EQ(kept.shape(), (std::vector<int64_t>{r, 1}));
+    const std::vector<int64_t> got = idx.to_vector<int64_t>(), got_kept = kept.to_vector<int64_t>();
+    for (int64_t i = 0; i < r; ++i) {
+      EXPECT_EQ(got[i], want(i, max_wanted)) << "row " << i << (max_wanted ? " argmax" : " argmin");
+      EXPECT_EQ(got_kept[i], got[i]) << i;
+    }
+  }
+  // The whole tensor as one row (sampling's argmax of the last logits).
+  const Tensor flat = argmax(reshape(slice(x, 0, 4, 5), {c}), 0);
+  EXPECT_EQ(KernelsFor(flat), 2);
+  EXPECT_EQ(flat.item<int64_t>(), want(4, true));
+}
+
+// Where the reduction's value is also read by another kernel, or is an output itself, it is
+// stored and read as before.
+TEST(FusionTest, ReductionEpilogueNotTakenWhereTheResultIsReadElsewhere) {
+  const std::vector<float> xv = RandomValues(4 * 21, 6);
+  const Tensor x = tensor(xv, {4, 21}, kCl);
+  const Tensor s = sum(x, {1});
+  const Tensor doubled = s * 2.0;
+  const Tensor shifted = s + 1.0;
+  sync({doubled, shifted});
+  const Tensor s2 = sum(x, {1});
+  const Tensor tripled = s2 * 3.0;
+  sync({s2, tripled});
+  const std::vector<float> dv = doubled.to_vector<float>(), hv = shifted.to_vector<float>(),
+                           s2v = s2.to_vector<float>(), tv = tripled.to_vector<float>();
+  for (int64_t i = 0; i < 4; ++i) {
+    double want = 0;
+    for (int64_t j = 0; j < 21; ++j) want += xv[i * 21 + j];
+    EXPECT_NEAR(dv[i], 2 * want, 1e-5) << i;
+    EXPECT_NEAR(hv[i], want + 1, 1e-5) << i;
+    EXPECT_NEAR(s2v[i], want, 1e-5) << i;
+    EXPECT_NEAR(tv[i], 3 * want, 1e-5) << i;
+  }
+}
+
+// Other dtypes: an f16 mean (reduced in f32, its cast back stored by the kernel) and an i32 sum
+// (an i64 result) scaled.
+TEST(FusionTest, ReductionEpilogueInOtherDtypes) {
+  const std::vector<float> xv = RandomValues(3 * 50, 7);
+  const Tensor h = cast(tensor(xv, {3, 50}, kCl), DType::f16);
+  sync({h});
+  const Tensor hm = mean(h, {1});
+  EXPECT_EQ(KernelsFor(hm), 1);
+  EXPECT_EQ(hm.dtype(), DType::f16);
+  const std::vector<float> hv = h.to_vector<float>(), got = hm.to_vector<float>();
+  for (int64_t i = 0; i < 3; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < 50; ++j) s += hv[i * 50 + j];
+    EXPECT_NEAR(got[i], s / 50, 2e-3) << i;
+  }
+  std::vector<int32_t> iv(3 * 50);
+  for (size_t i = 0; i < iv.size(); ++i) iv[i] = static_cast<int32_t>(i * 7919 % 201) - 100;
+  const Tensor xi = tensor(iv, {3, 50}, kCl);
+  const Tensor si = sum(xi, {1}) * 3;
+  EXPECT_EQ(KernelsFor(si), 1);
+  const std::vector<int64_t> sv = si.to_vector<int64_t>();
+  for (int64_t i = 0; i < 3; ++i) {
+    int64_t want = 0;
+    for (int64_t j = 0; j < 50; ++j) want += iv[i * 50 + j];
+    EXPECT_EQ(sv[i], 3 * want) << i;
+  }
+}
+
+// Multi-output fusion: elementwise outputs of one shape that read one another or the same
+// inputs, each at its own index, are one kernel (an optimizer's moments and the parameter they
+// update). Against double-precision host loops.
+TEST(FusionTest, MultiOutputAdamUpdateIsOneKernel) {
+  const int64_t n = 33 * 17;
+  const std::vector<float> pv = RandomValues(n, 11), gv = RandomValues(n, 12),
+                           mv = RandomValues(n, 13);
+  std::vector<float> vv = RandomValues(n, 14);
+  for (float& x : vv) x = x * x;
+  const Tensor p = tensor(pv, {33, 17}, kCl), g = tensor(gv, {33, 17}, kCl),
+               m = tensor(mv, {33, 17}, kCl), v = tensor(vv, {33, 17}, kCl);
+  const double b1 = 0.9, b2 = 0.99, lr = 0.01, eps = 1e-8;
+  for (bool detached : {false, true}) {
+    Tensor m2 = m * b1 + g * (1 - b1);
+    Tensor v2 = v * b2 + g * g * (1 - b2);
+    Tensor p2 = p - m2 * (lr / (1 - b1)) / (sqrt(v2 * (1 / (1 - b2))) + eps);
+    if (detached) {  // as an optimizer writes its new state
+      m2 = m2.detach();
+      v2 = v2.detach();
+      p2 = p2.detach();
+    }
+    const int64_t before = metrics::counter("KernelLaunches");
+    sync({p2, m2, v2});
+    EXPECT_EQ(metrics::counter("KernelLaunches") - before, 1) << "detached " << detached;
+    const std::vector<float> pg = p2.to_vector<float>(), mg = m2.to_vector<float>(),
+                             vg = v2.to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const double m_want = mv[i] * b1 + gv[i] * (1 - b1);
+      const double v_want = vv[i] * b2 + static_cast<double>(gv[i]) * gv[i] * (1 - b2);
+      const double p_want = pv[i] - m_want * (lr / (1 - b1)) / (std::sqrt(v_want / (1 - b2)) + eps);
+      EXPECT_NEAR(mg[i], m_want, 1e-5) << i;
+      EXPECT_NEAR(vg[i], v_want, 1e-5) << i;
+      EXPECT_NEAR(pg[i], p_want, 1e-5) << i;
+    }
+  }
+}
+
+// Not one kernel: an output read by another at a different index (its transpose), or outputs
+// with nothing in common. Both still right.
+TEST(FusionTest, MultiOutputNotTakenAcrossIndicesOrUnrelatedOutputs) {
+  const std::vector<float> xv = RandomValues(16 * 16, 15), yv = RandomValues(16 * 16, 16);
+  const Tensor x = tensor(xv, {16, 16}, kCl), y = tensor(yv, {16, 16}, kCl);
+  const Tensor a = x + 1.0;
+  const Tensor b = transpose(a, 0, 1) * 2.0;
+  int64_t before = metrics::counter("KernelLaunches");
+  sync({a, b});
+  EXPECT_EQ(metrics::counter("KernelLaunches") - before, 2);
+  const Tensor c = x * 3.0, d = y - 1.0;
+  before = metrics::counter("KernelLaunches");
+  sync({c, d});
+  EXPECT_EQ(metrics::counter("KernelLaunches") - before, 2);
+  const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>(),
+                           cv = c.to_vector<float>(), dv = d.to_vector<float>();
+  for (int64_t i = 0; i < 16; ++i) {
+    for (int64_t j = 0; j < 16; ++j) {
+      EXPECT_FLOAT_EQ(av[i * 16 + j], xv[i * 16 + j] + 1.0f);
+      EXPECT_FLOAT_EQ(bv[i * 16 + j], (xv[j * 16 + i] + 1.0f) * 2.0f);
+      EXPECT_FLOAT_EQ(cv[i * 16 + j], xv[i * 16 + j] * 3.0f);
+      EXPECT_FLOAT_EQ(dv[i * 16 + j], yv[i * 16 + j] - 1.0f);
+    }
+  }
+}
+
+// The optimizers' steps with their buffers donated (each new value written over the old one in
+// place) stay right when their updates are one kernel: AdamW over three steps against the same
+// steps on the host.
+TEST(FusionTest, MultiOutputAdamWStepsMatchTheHost) {
+  auto run = [](Device device) {
+    Tensor w = tensor(RandomValues(40 * 24, 17), {40, 24}, device).requires_grad_();
+    Tensor b = tensor(RandomValues(24, 18), {24}, device).requires_grad_();
+    const Tensor x = tensor(RandomValues(8 * 40, 19), {8, 40}, device);
+    optim::AdamW opt({w, b}, {0.01, 0.9, 0.99, 1e-8, 0.1});
+    for (int step = 0; step < 3; ++step) {
+      const Tensor y = matmul(x, w) + b;
+      Tensor loss = mean(y * y);
+      loss.backward();
+      opt.step();
+      opt.zero_grad();
+    }
+    std::vector<float> out = w.to_vector<float>();
+    const std::vector<float> bv = b.to_vector<float>();
+    out.insert(out.end(), bv.begin(), bv.end());
+    return out;
+  };
+  const std::vector<float> got = run(kCl), want = run(Device::host());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+}
+
+// Two tensors updated in place, each new value written over its old one (donated), where each
+// new value reads the other's old one (and a shared z): in one kernel, which loads every value
+// it reads before it stores any.
+TEST(FusionTest, MultiOutputInPlaceSwapReadsOnlyOldValues) {
+  const int64_t n = 300;
+  const std::vector<float> xv = RandomValues(n, 20), yv = RandomValues(n, 21),
+                           zv = RandomValues(n, 22);
+  Tensor x = tensor(xv, {n}, kCl), y = tensor(yv, {n}, kCl);
+  const Tensor z = tensor(zv, {n}, kCl);
+  const int64_t donated = metrics::counter("DonatedBytes");
+  const int64_t before = metrics::counter("KernelLaunches");
+  frontend::AssignInPlace({x.impl().get(), y.impl().get()}, {y * 2.0 + z, x * 3.0 + z});
+  EXPECT_EQ(metrics::counter("KernelLaunches") - before, 1);
+  EXPECT_EQ(metrics::counter("DonatedBytes") - donated, 2 * n * 4);  // both written in place
+  const std::vector<float> xg = x.to_vector<float>(), yg = y.to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_FLOAT_EQ(xg[i], yv[i] * 2.0f + zv[i]) << i;
+    EXPECT_FLOAT_EQ(yg[i], xv[i] * 3.0f + zv[i]) << i;
+  }
+}
+
+// Outputs of several dtypes from one input: a mask, a float and an integer, in one kernel.
+TEST(FusionTest, MultiOutputOfMixedDtypes) {
+  const std::vector<float> xv = RandomValues(7 * 9, 23);
+  const Tensor x = tensor(xv, {7, 9}, kCl);
+  const Tensor mask = gt(x, 0.0), scaled = relu(x) * 2.0, rounded = cast(x * 10.0, DType::i32);
+  const int64_t before = metrics::counter("KernelLaunches");
+  sync({mask, scaled, rounded});
+  EXPECT_EQ(metrics::counter("KernelLaunches") - before, 1);
+  const std::vector<uint8_t> mv = mask.to_vector<uint8_t>();
+  const std::vector<float> sv = scaled.to_vector<float>();
+  const std::vector<int32_t> rv = rounded.to_vector<int32_t>();
+  for (size_t i = 0; i < xv.size(); ++i) {
+    EXPECT_EQ(mv[i] != 0, xv[i] > 0) << i;
+    EXPECT_FLOAT_EQ(sv[i], std::max(xv[i], 0.0f) * 2.0f) << i;
+    EXPECT_EQ(rv[i], static_cast<int32_t>(xv[i] * 10.0f)) << i;
   }
 }
 
