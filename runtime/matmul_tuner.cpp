@@ -444,22 +444,29 @@ absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string
     }
     return best;
   };
+  // Each candidate keeps its best of several rounds, so that a slow stretch of a shared machine
+  // does not decide alone.
+  auto more_rounds = [&](int width_only) {
+    for (int round = 0; round < 2; ++round) {
+      for (CandidateResult& r : result.candidates) {
+        if (!r.error.empty() || (width_only != 0 && r.blocking.vw != width_only)) continue;
+        if (absl::StatusOr<double> g = score(r.blocking); g.ok()) r.gflops = std::max(r.gflops, *g);
+      }
+    }
+  };
   int width = 0;  // when probing: the width whose candidates go on
   if (probe_widths) {
+    // The width is chosen for good here, so its defaults get their extra rounds first: when
+    // they were compared on one round each, a first-use tune on a noisy VM once kept a 2-row
+    // blocking of the narrower width (a sampling step 25% slower than with the wider default).
+    more_rounds(0);
     const CandidateResult* fastest = best_of(result.candidates);
     width = fastest != nullptr ? fastest->blocking.vw : result.candidates[0].blocking.vw;
     for (const MatmulBlocking& b : MatmulCandidates(WithWidth(simd, width))) {
       if (std::find(candidates.begin(), candidates.end(), b) == candidates.end()) evaluate(b);
     }
   }
-  // Two more rounds over the built kernels of that width, each candidate keeping its best
-  // round, so that a slow stretch of a shared machine does not decide alone.
-  for (int round = 0; round < 2; ++round) {
-    for (CandidateResult& r : result.candidates) {
-      if (!r.error.empty() || (width != 0 && r.blocking.vw != width)) continue;
-      if (absl::StatusOr<double> g = score(r.blocking); g.ok()) r.gflops = std::max(r.gflops, *g);
-    }
-  }
+  more_rounds(width);  // every candidate of that width (all of them when not probing)
   const CandidateResult* best = best_of(result.candidates);
   if (best != nullptr) result.best = best->blocking;
   if (best == nullptr) {
