@@ -30,6 +30,8 @@ KernelSpec EmitElementwise(const ir::Node& root, BufferRef out, const InputMap& 
 // buffers (lower.cpp keeps to both).
 constexpr size_t kMaxElementwiseGroup = 4;
 constexpr size_t kMaxElementwiseGroupBuffers = 16;
+// The roots after the first that lowering considers for its group.
+constexpr int kElementwiseGroupWindow = 16;
 KernelSpec EmitElementwiseGroup(const std::vector<const ir::Node*>& roots,
                                 const std::vector<BufferRef>& outs, const InputMap& inputs,
                                 const Target& target);

@@ -137,7 +137,14 @@ class Emission {
     std::vector<int> group = {r};
     std::vector<int> read = reads(r);
     if (!read.empty() && read[0] < 0) return {r};
-    for (int g = r + 1; g < p_.size() && group.size() < kMaxElementwiseGroup; ++g) {
+    // Only the next few roots are looked at (an optimizer's updates of one parameter are
+    // neighbours), so that lowering stays linear in the graph's size.
+    int looked = 0;
+    for (int g = r + 1;
+         g < p_.size() && group.size() < kMaxElementwiseGroup && looked < kElementwiseGroupWindow;
+         ++g) {
+      if (!p_.IsRoot(g)) continue;
+      ++looked;
       if (grouped[g] || !PlainElementwise(g) || p_.node(g).shape != first.shape) continue;
       const std::vector<int> g_reads = reads(g);
       if (!g_reads.empty() && g_reads[0] < 0) continue;
