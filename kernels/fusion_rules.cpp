@@ -288,17 +288,6 @@ Epilogues FindEpilogues(const Partition& p, bool dual_products) {
       epilogues.fused[mi] = true;
     }
   }
-  // Whether root r is only a chain of Reshapes of root `target` (an output such, Memory has
-  // target's kernel write).
-  auto reshapes_of = [&p](int r, int target) {
-    for (const Node* n = &p.node(r); n->op == Op::kReshape;) {
-      const int j = p.IndexOf(*n->operands[0]);
-      if (j == target) return true;
-      if (p.IsRoot(j)) return false;
-      n = &p.node(j);
-    }
-    return false;
-  };
   for (int ri = 0; ri < p.size(); ++ri) {
     const Node& red = p.node(ri);
     if (!ir::IsReduce(red.op) || !p.IsRoot(ri) || p.IsOutput(ri) || p.IsParam(ri)) continue;
@@ -309,7 +298,7 @@ Epilogues FindEpilogues(const Partition& p, bool dual_products) {
     // A Reshape root (an output's detach()) carries a chain too; Reshapes of the reduction
     // itself only are an output that the reduction writes directly (Memory's reshaped outputs),
     // with no kernel.
-    const bool reshape = root.op == Op::kReshape && !reshapes_of(r, ri);
+    const bool reshape = root.op == Op::kReshape && RootBelowReshapes(p, r) != ri;
     if (!(ir::IsElementwise(root.op) || reshape) || p.IsParam(r) ||
         epilogues.matmul_of.contains(r) || epilogues.reduce_of.contains(r) ||
         ir::NumElements(root.shape) != ir::NumElements(red.shape) ||

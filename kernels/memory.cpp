@@ -28,11 +28,8 @@ absl::flat_hash_map<int, int> ReshapedOutputs(const Partition& p,
   const Graph& g = p.graph();
   absl::flat_hash_map<int, int> alias;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
-    const Node& n = p.node(g.outputs[k]);
-    if (n.op != Op::kReshape) continue;
-    int j = p.IndexOf(*n.operands[0]);
-    while (!p.IsRoot(j) && p.node(j).op == Op::kReshape) j = p.IndexOf(*p.node(j).operands[0]);
-    if (!p.IsRoot(j) || p.node(j).op == Op::kBuffer || output_of.contains(j) || alias.contains(j))
+    const int j = RootBelowReshapes(p, g.outputs[k]);
+    if (j < 0 || p.node(j).op == Op::kBuffer || output_of.contains(j) || alias.contains(j))
       continue;
     alias.emplace(j, static_cast<int>(k));
   }

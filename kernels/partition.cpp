@@ -59,6 +59,13 @@ Partition::Partition(const Graph& graph)
   }
 }
 
+int RootBelowReshapes(const Partition& p, int r) {
+  if (p.node(r).op != ir::Op::kReshape) return -1;
+  int j = p.IndexOf(*p.node(r).operands[0]);
+  while (!p.IsRoot(j) && p.node(j).op == ir::Op::kReshape) j = p.IndexOf(*p.node(j).operands[0]);
+  return p.IsRoot(j) ? j : -1;
+}
+
 std::vector<int> Partition::Region(int r) const {
   std::vector<int> region;
   absl::flat_hash_set<int> seen;

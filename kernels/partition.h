@@ -45,4 +45,9 @@ class Partition {
   std::vector<bool> root_;
 };
 
+// For a Reshape node `r`: the root that a chain of Reshapes (not roots themselves) leads down to
+// from it, or -1 where the chain ends at another kind of node first. An output such is written
+// by that root's kernel (memory.h); lowering does not fuse that root into r's kernel.
+int RootBelowReshapes(const Partition& p, int r);
+
 }  // namespace lazycl::kernels
