@@ -117,26 +117,11 @@ class Emission {
   // after r. The kernel runs at r's place, which only moves the later members earlier. Just {r}
   // when there are none. Roots already `grouped` into an earlier kernel are not taken again.
   std::vector<int> ElementwiseGroup(int r, const std::vector<bool>& grouped) const {
-    if (!PlainElementwise(r)) return {r};
+    const std::optional<std::vector<int>> first_reads = MemberReads(r);
+    if (!first_reads) return {r};
     const Node& first = p_.node(r);
-    const auto is_input = [this](const Node& x) { return p_.IsInput(x); };
-    // The buffers root g's kernel reads, or -1 when one is read at another index.
-    auto reads = [&](int g) {
-      std::vector<int> out;
-      for (int i : p_.Region(g)) {
-        for (const ir::NodePtr& o : p_.node(i).operands) {
-          const int j = p_.IndexOf(*o);
-          if (!p_.IsInput(j) || std::find(out.begin(), out.end(), j) != out.end()) continue;
-          if (!ReadsOnlyAtOwnIndex(p_.node(g), *o, is_input, OwnIndex::kElement))
-            return std::vector<int>{-1};
-          out.push_back(j);
-        }
-      }
-      return out;
-    };
     std::vector<int> group = {r};
-    std::vector<int> read = reads(r);
-    if (!read.empty() && read[0] < 0) return {r};
+    std::vector<int> read = *first_reads;
     // Only the next few roots are looked at (an optimizer's updates of one parameter are
     // neighbours), so that lowering stays linear in the graph's size.
     int looked = 0;
@@ -145,18 +130,18 @@ class Emission {
          ++g) {
       if (!p_.IsRoot(g)) continue;
       ++looked;
-      if (grouped[g] || !PlainElementwise(g) || p_.node(g).shape != first.shape) continue;
-      const std::vector<int> g_reads = reads(g);
-      if (!g_reads.empty() && g_reads[0] < 0) continue;
+      if (grouped[g] || p_.node(g).shape != first.shape) continue;
+      const std::optional<std::vector<int>> g_reads = MemberReads(g);
+      if (!g_reads) continue;
       bool related = false, ready = true;
-      for (int j : g_reads) {
+      for (int j : *g_reads) {
         const bool member = std::find(group.begin(), group.end(), j) != group.end();
         related = related || member || std::find(read.begin(), read.end(), j) != read.end();
         ready = ready && (member || p_.IsParam(j) || j < r);
       }
       if (!related || !ready) continue;
       std::vector<int> all = read;
-      for (int j : g_reads) {
+      for (int j : *g_reads) {
         if (std::find(all.begin(), all.end(), j) == all.end()) all.push_back(j);
       }
       // Few enough buffers that the kernel's arguments fit any device (16 bytes each at most).
@@ -167,22 +152,33 @@ class Emission {
     return group;
   }
 
-  // An elementwise root that launches a kernel of its own (the index form): no reduction, matmul
-  // or scan, not a row kernel, no epilogue's carrier, not a copy of a parameter, not an output
-  // that its operand's kernel writes.
-  bool PlainElementwise(int r) const {
+  // The buffers (kernel inputs) that root r's kernel reads, where r can be a member of an
+  // elementwise group: an elementwise root that launches a kernel of its own in the index form
+  // (no reduction, matmul, scan or scatter in it, so not a row kernel; no epilogue's carrier, not
+  // a copy of a parameter, not an output that its operand's kernel writes), reading every buffer
+  // at its own index only. nullopt otherwise.
+  std::optional<std::vector<int>> MemberReads(int r) const {
     const Node& n = p_.node(r);
     if (!p_.IsRoot(r) || p_.IsParam(r) || epilogues_.fused[r] ||
         !(ir::IsElementwise(n.op) || IsIdentityReshape(n)) || ir::NumElements(n.shape) == 0 ||
         memory_.WrittenByReshapedRoot(r) || epilogues_.matmul_of.contains(r) ||
         epilogues_.reduce_of.contains(r)) {
-      return false;
+      return std::nullopt;
     }
-    const std::vector<int> region = p_.Region(r);
-    return std::none_of(region.begin(), region.end(), [this](int i) {
+    const auto is_input = [this](const Node& x) { return p_.IsInput(x); };
+    std::vector<int> out;
+    for (int i : p_.Region(r)) {
       const Op op = p_.node(i).op;
-      return ir::IsReduce(op) || op == Op::kMatmul || ir::IsScan(op) || op == Op::kScatterAdd;
-    });
+      if (ir::IsReduce(op) || op == Op::kMatmul || ir::IsScan(op) || op == Op::kScatterAdd)
+        return std::nullopt;
+      for (const ir::NodePtr& o : p_.node(i).operands) {
+        const int j = p_.IndexOf(*o);
+        if (!p_.IsInput(j) || std::find(out.begin(), out.end(), j) != out.end()) continue;
+        if (!ReadsOnlyAtOwnIndex(n, *o, is_input, OwnIndex::kElement)) return std::nullopt;
+        out.push_back(j);
+      }
+    }
+    return out;
   }
 
   // A matmul root that launches its own kernel: no epilogue reads it in, it carries none, and
