@@ -16,6 +16,9 @@ using ir::Op;
 // A fused subexpression larger than this is materialized rather than recomputed when two
 // kernels need it.
 constexpr int kMaxRecomputedNodes = 32;
+// Nor is one that reads more than this many inputs of (at least half) its own size from memory
+// (CostlyToRecompute).
+constexpr int kMaxRecomputedStreams = 2;
 // A kernel's fused expression is at most this deep: code generation recurses once per level
 // (and the stack frames are large under sanitizers), and very long kernels compile slowly.
 constexpr int kMaxFusedDepth = 128;
@@ -152,6 +155,31 @@ void MaterializeBroadcastExpensiveNodes(Partition* p) {
   }
 }
 
+namespace {
+
+// Whether two kernels had better read node i's value from memory than both compute it: its
+// fused subexpression has more than kMaxRecomputedNodes nodes; or it reads more than
+// kMaxRecomputedStreams inputs of (at least half) its own size, which every reader would read
+// again (a residual stream h + a + f + ... built by a loop over layers: each layer's norm would
+// re-add every earlier layer's outputs, the work growing with the square of the depth); or it
+// gathers (an embedding lookup), which keeps the kernels that compute it off their vector path.
+bool CostlyToRecompute(const Partition& p, int i) {
+  const std::vector<int> region = p.Region(i);
+  if (static_cast<int>(region.size()) > kMaxRecomputedNodes) return true;
+  const int64_t elements = ir::NumElements(p.node(i).shape);
+  absl::flat_hash_set<int> streams;
+  for (int j : region) {
+    if (p.node(j).op == Op::kGather) return true;
+    for (const ir::NodePtr& o : p.node(j).operands) {
+      const int k = p.IndexOf(*o);
+      if (p.IsInput(k) && ir::NumElements(o->shape) * 2 >= elements) streams.insert(k);
+    }
+  }
+  return static_cast<int>(streams.size()) > kMaxRecomputedStreams;
+}
+
+}  // namespace
+
 void MaterializeSharedExpensiveNodes(Partition* p) {
   bool changed = true;
   while (changed) {
@@ -164,8 +192,7 @@ void MaterializeSharedExpensiveNodes(Partition* p) {
       }
     }
     for (int i = 0; i < p->size(); ++i) {
-      if (kernels_using[i] >= 2 && !p->IsInput(i) &&
-          static_cast<int>(p->Region(i).size()) > kMaxRecomputedNodes) {
+      if (kernels_using[i] >= 2 && !p->IsInput(i) && CostlyToRecompute(*p, i)) {
         p->SetRoot(i, true);
         changed = true;
         break;

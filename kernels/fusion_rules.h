@@ -18,8 +18,9 @@ int OpCost(ir::Op op);
 // A subexpression worth computing once rather than again: one transcendental, or 8 ops.
 inline constexpr int kExpensivePerElement = 8;
 
-// A fused subexpression of more than 32 nodes that two kernels read is materialized once
-// rather than recomputed by both; a smaller one is recomputed.
+// A fused subexpression that two kernels read is materialized once rather than recomputed by
+// both where it has more than 32 nodes, reads more than two inputs of its own size from memory
+// (a residual stream summed over a loop of layers), or gathers; otherwise it is recomputed.
 void MaterializeSharedExpensiveNodes(Partition* p);
 
 // An expensive subexpression (a transcendental or more than 8 ops) that a kernel would

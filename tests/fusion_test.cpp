@@ -1179,5 +1179,75 @@ TEST(FusionTest, MultiOutputOfMixedDtypes) {
   }
 }
 
+// Uses of each fused op `op` summed over the kernels profiled: "Add x3, Matmul" counts 3.
+int64_t FusedOpCount(const std::string& op) {
+  int64_t total = 0;
+  for (const metrics::KernelProfile& row : metrics::kernel_profile()) {
+    for (size_t at = row.ops.find(op); at != std::string::npos; at = row.ops.find(op, at + 1)) {
+      const size_t end = at + op.size();
+      if ((at > 0 && row.ops[at - 1] != ' ') ||
+          (end < row.ops.size() && row.ops[end] != ',' && row.ops[end] != ' '))
+        continue;  // part of another op's name
+      int64_t count = 1;
+      if (row.ops.compare(end, 2, " x") == 0) count = std::stoll(row.ops.substr(end + 2));
+      total += count * row.runs;
+    }
+  }
+  return total;
+}
+
+// A residual stream written as a loop over layers, h = h + f(h), starting from an embedding
+// lookup: each h is read by the next layer's operand and by the next residual add. It is not
+// recomputed by its readers down the whole chain (each layer's operand re-adding every earlier
+// layer's output, the work growing with the square of the depth: a for-loop Llama's norms
+// re-read up to 8 products a layer), and the gather runs once, not in both its readers.
+TEST(FusionTest, AResidualStreamOverALoopOfLayersIsNotRecomputed) {
+  const int64_t layers = 8, rows = 12, d = 32, vocab = 20;
+  const std::vector<float> tv = RandomValues(vocab * d, 71);
+  std::vector<int32_t> ids(rows);
+  for (int64_t r = 0; r < rows; ++r) ids[r] = static_cast<int32_t>((r * 7) % vocab);
+  std::vector<std::vector<float>> wv, sv;
+  for (int64_t l = 0; l < layers; ++l) {
+    wv.push_back(RandomValues(d * d, 100 + l));
+    for (float& w : wv.back()) w *= 0.2f;
+    sv.push_back(RandomValues(d, 200 + l));
+  }
+  const Tensor table = tensor(tv, {vocab, d}, kCl), idx = tensor(ids, {rows}, kCl);
+  std::vector<Tensor> w, s;
+  for (int64_t l = 0; l < layers; ++l) {
+    w.push_back(tensor(wv[l], {d, d}, kCl));
+    s.push_back(tensor(sv[l], {d}, kCl));
+  }
+  Tensor h = nn::embedding(table, idx);
+  for (int64_t l = 0; l < layers; ++l) h = h + matmul(h * s[l], w[l]);
+  metrics::set_profiling(true);
+  metrics::reset_profile();
+  sync({h});
+  const int64_t adds = FusedOpCount("Add"), gathers = FusedOpCount("Gather");
+  metrics::set_profiling(false);
+  // Each residual add computed by at most its two readers' kernels (the first layers', whose
+  // stream is short, are recomputed; every later one is stored by its product's kernel).
+  EXPECT_LE(adds, 2 * layers);
+  EXPECT_GE(adds, layers);
+  EXPECT_EQ(gathers, 1);
+  std::vector<double> hv(rows * d);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) hv[r * d + c] = tv[ids[r] * d + c];
+  for (int64_t l = 0; l < layers; ++l) {
+    std::vector<double> next = hv;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < d; ++c) {
+        double acc = 0;
+        for (int64_t k = 0; k < d; ++k) acc += hv[r * d + k] * sv[l][k] * wv[l][k * d + c];
+        next[r * d + c] += acc;
+      }
+    }
+    hv = next;
+  }
+  const std::vector<float> got = h.to_vector<float>();
+  for (size_t i = 0; i < hv.size(); ++i)
+    ASSERT_NEAR(got[i], hv[i], 1e-4 * (1 + std::abs(hv[i]))) << i;
+}
+
 }  // namespace
 }  // namespace lazycl
