@@ -591,8 +591,16 @@ NodePtr WithOperands(const Node& n, absl::FunctionRef<NodePtr(const NodePtr&)> n
     changed = changed || operands.back() != operand;
   }
   if (!changed) return nullptr;
-  Node copy = n;
+  // Field by field: copying `n` whole would copy its operands (a reference count each) only to
+  // drop them.
+  Node copy;
+  copy.op = n.op;
+  copy.dtype = n.dtype;
+  copy.shape = n.shape;
   copy.operands = std::move(operands);
+  copy.args = n.args;
+  copy.value = n.value;
+  copy.storage = n.storage;
   return Finish(std::move(copy));
 }
 
@@ -600,13 +608,15 @@ std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
                                 const absl::flat_hash_map<const Node*, NodePtr>& replace) {
   // The new node of each node walked; null where it is unchanged (the node itself is kept,
   // reached through its user's operand or the root).
-  absl::flat_hash_map<const Node*, NodePtr> done(replace.begin(), replace.end());
+  const std::vector<const Node*> order =
+      PostOrder(roots, [&](const Node& n) { return replace.contains(&n); });
+  absl::flat_hash_map<const Node*, NodePtr> done;
+  done.reserve(order.size() + replace.size());
+  done.insert(replace.begin(), replace.end());
   auto now = [&](const NodePtr& n) {
     const NodePtr& d = done.at(n.get());
     return d ? d : n;
   };
-  const std::vector<const Node*> order =
-      PostOrder(roots, [&](const Node& n) { return replace.contains(&n); });
   for (const Node* n : order) {
     if (!replace.contains(n)) done[n] = WithOperands(*n, now);
   }

@@ -53,6 +53,7 @@ class NodeMemo {
   mutable std::atomic<int64_t> distinct_{-1};
 };
 
+// WithOperands (ir.cpp) copies a node field by field: a field added here is copied there too.
 struct Node {
   Node() = default;
   Node(const Node&) = default;
