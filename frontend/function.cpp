@@ -19,6 +19,7 @@
 #include "lazycl/autograd.h"
 #include "lazycl/env.h"
 #include "lazycl/factories.h"
+#include "runtime/executor.h"
 
 namespace lazycl {
 
@@ -40,6 +41,27 @@ struct Function::State {
   // The gradient, traced on first use (autograd): see MakeBackward.
   mutable std::once_flag backward_once;
   mutable std::unique_ptr<Function> backward;
+
+  // The outputs' nodes with their constant subexpressions (a model's rotary tables) folded
+  // into buffers, at the first call outside a trace on an OpenCL device (runtime::FoldOnce):
+  // every call rebuilds the nodes between the arguments and the outputs, and without this it
+  // would rebuild them once more, after each run's constant folding (a traced char-LM forward:
+  // a quarter of a token's host time).
+  std::vector<ir::NodePtr> Roots() const {
+    std::lock_guard<std::mutex> lock(fold_mu);
+    if (folded.empty()) {
+      std::vector<ir::NodePtr> roots;
+      for (const Tensor& out : outputs) roots.push_back(frontend::NodeOf(*out.impl()));
+      if (!device.is_opencl() || frontend::TraceScope::active()) return roots;
+      absl::StatusOr<std::vector<ir::NodePtr>> done = runtime::FoldOnce(device.index(), roots);
+      // Folding is an optimisation: a value it could not compute stays in the graph, whose
+      // run reports the error if it has one.
+      folded = done.ok() ? *std::move(done) : std::move(roots);
+    }
+    return folded;
+  }
+  mutable std::mutex fold_mu;
+  mutable std::vector<ir::NodePtr> folded;
 };
 
 namespace {
@@ -226,9 +248,7 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
   for (int i : s.used) {
     replace[s.placeholders[i].get()] = frontend::NodeOn(args[i], s.device, "Function", i);
   }
-  std::vector<ir::NodePtr> roots;
-  for (const Tensor& out : s.outputs) roots.push_back(frontend::NodeOf(*out.impl()));
-  std::vector<ir::NodePtr> substituted = ir::Substitute(roots, replace);
+  std::vector<ir::NodePtr> substituted = ir::Substitute(s.Roots(), replace);
   bool record = false;
   for (const Tensor& a : args) record = record || a.impl()->requires_grad;
   for (const auto& c : s.captures) record = record || c->requires_grad;

@@ -283,6 +283,16 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
   return storages;
 }
 
+// Computes one node as a graph of its own: what constant folding computes a value with.
+ComputeNode ComputeAlone(int device_index) {
+  return [device_index](const Node& node) -> absl::StatusOr<std::shared_ptr<ir::Storage>> {
+    absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> r =
+        RunGraph(device_index, {&node}, {});
+    if (!r.ok()) return r.status();
+    return std::move((*r)[0]);
+  };
+}
+
 // RunGraph after constant folding (runtime/constant_fold.h). A graph offered donations is run
 // as it is: a donation is judged by who holds the donated leaf, and the rebuilt nodes would
 // hold it too.
@@ -290,13 +300,7 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunFolded(
     int device_index, const std::vector<const Node*>& outputs,
     std::span<const Donation> donations) {
   if (!donations.empty()) return RunGraph(device_index, outputs, donations);
-  absl::StatusOr<Folded> folded = FoldConstants(
-      device_index, outputs, [&](const Node& node) -> absl::StatusOr<std::shared_ptr<ir::Storage>> {
-        absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> r =
-            RunGraph(device_index, {&node}, {});
-        if (!r.ok()) return r.status();
-        return std::move((*r)[0]);
-      });
+  absl::StatusOr<Folded> folded = FoldConstants(device_index, outputs, ComputeAlone(device_index));
   if (!folded.ok()) return folded.status();
   if (!folded->changed) return RunGraph(device_index, outputs, donations);
   std::vector<const Node*> remaining;
@@ -776,6 +780,24 @@ absl::Status Execute(int device_index, CachedPlan& chosen, std::span<const Bindi
   }
   if (!tags.empty()) profile::MaybeCollect(device_index, device);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ir::NodePtr>> FoldOnce(int device,
+                                                  const std::vector<ir::NodePtr>& roots) {
+  std::vector<const Node*> raw;
+  for (const ir::NodePtr& r : roots) raw.push_back(r.get());
+  absl::StatusOr<Folded> folded = FoldConstants(device, raw, ComputeAlone(device));
+  // What folding computed was only enqueued.
+  if (absl::Status s = OpenClDevice(device).Finish(); !s.ok()) return s;
+  if (!folded.ok()) return folded.status();
+  if (!folded->changed) return roots;
+  std::vector<ir::NodePtr> out;
+  for (size_t k = 0; k < roots.size(); ++k) {
+    out.push_back(folded->roots[k] != nullptr
+                      ? folded->roots[k]
+                      : ir::MakeBuffer(folded->ready[k], roots[k]->dtype, roots[k]->shape));
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> Materialize(

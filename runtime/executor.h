@@ -37,6 +37,13 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> Materialize(
     int device, const std::vector<const ir::Node*>& outputs, bool wait = true,
     std::span<const Donation> donations = {});
 
+// `roots` with their constant subexpressions (runtime/constant_fold.h) read from the folded
+// buffers, computing those not folded yet; `roots` themselves where nothing folds. For a graph
+// made once and run many times (a traced Function), so that no run folds them again: a run
+// rebuilds every node between a folded value and the outputs.
+absl::StatusOr<std::vector<ir::NodePtr>> FoldOnce(int device,
+                                                  const std::vector<ir::NodePtr>& roots);
+
 // Whether kernels for `device` use the CPU strategies (LAZYCL_CODEGEN, else the device's type).
 bool UsesCpuStrategy(backend::Device& device);
 

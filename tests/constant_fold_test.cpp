@@ -132,5 +132,31 @@ TEST(ConstantFold, CheapOrLargeSubexpressionsStayInTheirKernels) {
   EXPECT_EQ(C("ConstantsFolded") - folded, 0);
 }
 
+// A traced Function folds its constant subexpressions once, at its first call: later calls read
+// the folded buffer without folding (or rebuilding the graph around it) again, and a call inside
+// another trace folds nothing. Values are the host's.
+TEST(ConstantFold, ATracedFunctionFoldsItsTablesAtItsFirstCallOnly) {
+  const Fn fn = [](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{a[0] * Table(a[0].device(), 16, 8, 0.3) + 1.0};
+  };
+  const Function f = trace(fn, {{{2, 16, 8}, DType::f32}}, kCl);
+  const Tensor x = randn({2, 16, 8}, 9, DType::f32, kCl);
+  sync({x});
+  const Device h = Device::host();
+  const std::vector<float> want = (x.to(h) * Table(h, 16, 8, 0.3) + 1.0).to_vector<float>();
+  // Inside another trace: no folding (a trace computes nothing).
+  const Function outer =
+      trace([&](const std::vector<Tensor>& a) { return f(a); }, {{{2, 16, 8}, DType::f32}}, kCl);
+  runtime::ClearConstantCache();
+  const int64_t folded = C("ConstantsFolded"), reads = C("FoldedConstantReads");
+  ExpectNear(f({x})[0].to_vector<float>(), want);
+  EXPECT_EQ(C("ConstantsFolded") - folded, 1);
+  for (int i = 0; i < 3; ++i) ExpectNear(f({x})[0].to_vector<float>(), want);
+  ExpectNear(outer({x})[0].to_vector<float>(), want);
+  EXPECT_EQ(C("ConstantsFolded") - folded, 1);
+  // The outer Function folded the table too (a cache hit); f's own calls read no cache.
+  EXPECT_EQ(C("FoldedConstantReads") - reads, 1);
+}
+
 }  // namespace
 }  // namespace lazycl
