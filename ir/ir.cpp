@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "base/flat_release.h"
 #include "base/half.h"
+#include "base/metrics_registry.h"
 #include "base/status.h"
 #include "ir/post_order.h"
 
@@ -220,16 +221,49 @@ void NodeMemo::set_value(std::shared_ptr<Storage> value) const {
   }
 }
 
-bool PastPendingLimit(const Node& node) {
-  // What a node adds to its user's count: nothing for a leaf or a computed value.
-  auto weight = [](const Node& n) -> int64_t {
-    if (n.pending == 0 || n.memo.computed()) return 0;
-    const int64_t d = n.memo.distinct();
-    return d >= 0 ? d : n.pending;
-  };
+namespace {
+
+// How deep PastPendingLimit counts operands that were never counted first.
+constexpr int kMaxCountDepth = 16;
+
+bool CountPending(const Node& node, int depth);
+
+// What a node adds to its user's count: nothing for a leaf or a computed value. An operand never
+// counted (made inside one op: the matmul of a [B, T, K] @ [K, N] under its reshapes) whose
+// cheap count is past the limit is counted first, a few levels deep, so that it holds what its
+// own operands learned rather than a path count that doubles with each layer.
+int64_t Weight(const Node& n, int depth) {
+  if (n.pending == 0 || n.memo.computed()) return 0;
+  if (n.memo.distinct() < 0 && n.pending > kMaxPendingNodes && depth < kMaxCountDepth)
+    CountPending(n, depth + 1);
+  const int64_t d = n.memo.distinct();
+  return d >= 0 ? d : n.pending;
+}
+
+bool CountPending(const Node& node, int depth) {
+  auto weight = [depth](const Node& n) { return Weight(n, depth); };
   int64_t bound = node.pending > 0 ? 1 : 0;
   for (const NodePtr& operand : node.operands) {
     bound = std::min(kPendingSaturation, bound + weight(*operand));
+  }
+  // The operands' graphs may be one graph and parts of it (h + attention(h)): where the largest
+  // was counted by a walk (or holds the graph of one whole), an operand that walk met is inside
+  // it and adds nothing, and only the others add theirs. The node holds that walk's graph too,
+  // so the joins above it (this node's count may be below the limit) can start from it.
+  const Node* largest = nullptr;
+  for (const NodePtr& operand : node.operands) {
+    if (weight(*operand) > 0 && (largest == nullptr || weight(*operand) > weight(*largest)))
+      largest = operand.get();
+  }
+  const uint64_t counted = largest != nullptr ? largest->memo.counted_by() : 0;
+  if (counted != 0) {
+    int64_t joined = 1 + weight(*largest);
+    for (const NodePtr& operand : node.operands) {
+      if (operand.get() != largest && operand->memo.visited() != counted)
+        joined = std::min(kPendingSaturation, joined + weight(*operand));
+    }
+    bound = std::min(bound, joined);
+    node.memo.set_counted_by(counted);
   }
   if (bound > kMaxPendingNodes) {
     // Count them, each once; an operand known to be past the limit (by its memo: its own
@@ -240,9 +274,14 @@ bool PastPendingLimit(const Node& node) {
                      (!operand->memo.computed() && operand->memo.distinct() > kMaxPendingNodes);
     }
     if (!operand_past) {
-      absl::flat_hash_set<const Node*> seen;
-      seen.reserve(kMaxPendingNodes + 1);
+      // Each node marked with this walk's number as it is first met (NodeMemo::Visit): a
+      // transformer layer built op by op walks a few hundred nodes at every join of two
+      // branches, and a hash set of the nodes seen made that most of building its graph.
+      static std::atomic<uint64_t> walks{0};
+      const uint64_t walk = walks.fetch_add(1, std::memory_order_relaxed) + 1;
+      base::metrics::Add("PendingCountWalks", 1);
       std::vector<const Node*> stack;
+      stack.reserve(64);
       auto counts = [](const Node& n) { return n.pending > 0 && !n.memo.computed(); };
       for (const NodePtr& operand : node.operands) {
         if (counts(*operand)) stack.push_back(operand.get());
@@ -251,18 +290,26 @@ bool PastPendingLimit(const Node& node) {
       while (!stack.empty() && count <= kMaxPendingNodes) {
         const Node* n = stack.back();
         stack.pop_back();
-        if (!seen.insert(n).second) continue;
+        if (!n->memo.Visit(walk)) continue;
         ++count;
         for (const NodePtr& operand : n->operands) {
-          if (counts(*operand) && !seen.contains(operand.get())) stack.push_back(operand.get());
+          if (counts(*operand)) stack.push_back(operand.get());
         }
       }
       bound = std::min(bound, count);
+      if (stack.empty()) {  // the whole graph met: later joins inside it need no walk
+        node.memo.Visit(walk);
+        node.memo.set_counted_by(walk);
+      }
     }
   }
   node.memo.set_distinct(bound);
   return bound > kMaxPendingNodes;
 }
+
+}  // namespace
+
+bool PastPendingLimit(const Node& node) { return CountPending(node, 0); }
 
 std::vector<NodePtr> ReadComputed(const std::vector<NodePtr>& roots) {
   if (live_computed.load(std::memory_order_relaxed) == 0) return roots;

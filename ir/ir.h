@@ -47,10 +47,24 @@ class NodeMemo {
   int64_t distinct() const { return distinct_.load(std::memory_order_relaxed); }
   void set_distinct(int64_t n) const { distinct_.store(n, std::memory_order_relaxed); }
 
+  // Marks the node seen by counting walk `walk` (a number no other walk uses); false where that
+  // walk had seen it already. Walks of other threads may overwrite the mark, which only makes a
+  // walk count a node twice: a count that errs high, never low.
+  bool Visit(uint64_t walk) const {
+    return visited_.exchange(walk, std::memory_order_relaxed) != walk;
+  }
+  uint64_t visited() const { return visited_.load(std::memory_order_relaxed); }
+  // The walk that counted the node's graph, or one below it that its graph holds whole (0:
+  // none): a node that walk met is in this node's graph, with all of its own (PastPendingLimit).
+  uint64_t counted_by() const { return counted_by_.load(std::memory_order_relaxed); }
+  void set_counted_by(uint64_t walk) const { counted_by_.store(walk, std::memory_order_relaxed); }
+
  private:
   mutable std::atomic<std::shared_ptr<Storage>> value_;
   mutable std::atomic<bool> has_value_{false};
   mutable std::atomic<int64_t> distinct_{-1};
+  mutable std::atomic<uint64_t> visited_{0};
+  mutable std::atomic<uint64_t> counted_by_{0};
 };
 
 // WithOperands (ir.cpp) copies a node field by field: a field added here is copied there too.

@@ -1,11 +1,14 @@
 // Graphs that grow without bound: a loop that never syncs is cut into bounded pieces
 // (kMaxPendingNodes), and one expression over more buffers than a kernel can take is split.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "frontend/tensor_impl.h"
 #include "gtest/gtest.h"
 #include "ir/ir.h"
+#include "ir/post_order.h"
+#include "ir_test_util.h"
 #include "lazycl/lazycl.h"
 
 namespace lazycl {
@@ -142,6 +145,84 @@ TEST(UnboundedGraphTest, WideExpressionWithBroadcastsAndViews) {
   const std::vector<float> got = acc.to_vector<float>();
   const float want = kTerms * (kTerms - 1) / 2.0f;
   for (float v : got) ASSERT_EQ(v, want);
+}
+
+// The distinct pending nodes of `n`'s graph, counted one by one: what PastPendingLimit decides on.
+int64_t DistinctPending(const ir::NodePtr& n) {
+  int64_t count = 0;
+  for (const ir::Node* m : ir::PostOrder(std::vector<ir::NodePtr>{n}))
+    count += m->pending > 0 && !m->memo.computed() ? 1 : 0;
+  return count;
+}
+
+// A transformer-like stack built op by op, as the frontend builds it: each op's node is checked
+// (ir::PastPendingLimit) once its path count passes the limit, and nodes made inside one op (the
+// reshapes and 2-D product of a [1, T, D] @ [D, D]) are not. The decision is the exact count's
+// every time and the count never errs low, while the walks that count nodes one by one stay
+// few: a join inside one walked graph (h + attention(h)), a small branch of its own (a rotary
+// table), and the nodes made inside an op all start from what their operands learned.
+TEST(UnboundedGraphTest, ATransformerLikeGraphIsCountedExactlyWithFewWalks) {
+  using test::Ok;
+  const int64_t t = 4, d = 8;
+  auto leaf = [](double v, ir::Shape s) { return ir::MakeConstant(v, DType::f32, std::move(s)); };
+  int64_t checked = 0, below = 0;
+  auto made = [&](ir::NodePtr n) {
+    if (n->pending > ir::kMaxPendingNodes) {
+      const bool past = ir::PastPendingLimit(*n);
+      const int64_t exact = DistinctPending(n);
+      EXPECT_EQ(past, exact > ir::kMaxPendingNodes) << ir::NodeString(*n) << " " << exact;
+      EXPECT_GE(n->memo.distinct(), std::min<int64_t>(exact, ir::kMaxPendingNodes + 1))
+          << ir::NodeString(*n);
+      ++checked;
+      below += past ? 0 : 1;
+    }
+    return n;
+  };
+  auto bin = [&](ir::Op op, ir::NodePtr a, ir::NodePtr b) {
+    return made(Ok(ir::MakeBinary(op, std::move(a), std::move(b))));
+  };
+  auto expand = [&](ir::NodePtr x, ir::Shape s) { return made(Ok(ir::MakeExpand(x, s))); };
+  // [t, d] @ [d, n] as matmul([1, t, d], [d, n]) makes it: the inner nodes are not checked.
+  auto product = [&](ir::NodePtr x, int64_t n) {
+    ir::NodePtr x3 = Ok(ir::MakeReshape(x, {1, t, d}));
+    ir::NodePtr m = Ok(ir::MakeMatmul(Ok(ir::MakeReshape(x3, {t, d})), leaf(0.1, {d, n})));
+    return made(Ok(ir::MakeReshape(Ok(ir::MakeReshape(m, {1, t, n})), {t, n})));
+  };
+  auto norm = [&](ir::NodePtr h) {
+    ir::NodePtr ss = made(Ok(ir::MakeReduce(ir::Op::kSum, bin(ir::Op::kMul, h, h), {1})));
+    return bin(ir::Op::kMul, h, expand(made(Ok(ir::MakeUnary(ir::Op::kRsqrt, ss))), {t, d}));
+  };
+  // A rotary-style table: a few pending nodes of its own, shared by every layer.
+  const ir::NodePtr table = made(Ok(ir::MakeUnary(
+      ir::Op::kCos,
+      Ok(ir::MakeExpand(
+          Ok(ir::MakeReshape(Ok(ir::MakeCast(ir::MakeIota(DType::i32, d), DType::f32)), {1, d})),
+          {t, d})))));
+  const int64_t walks_before = metrics::counter("PendingCountWalks");
+  ir::NodePtr h = made(Ok(ir::MakeUnary(ir::Op::kExp, leaf(0.5, {t, d}))));
+  for (int layer = 0; layer < 12; ++layer) {
+    const ir::NodePtr x = norm(h);
+    const ir::NodePtr q = bin(ir::Op::kMul, product(x, d), table);
+    const ir::NodePtr k = bin(ir::Op::kMul, product(x, d), table);
+    const ir::NodePtr v = product(x, d);
+    const ir::NodePtr s = made(Ok(ir::MakeMatmul(q, made(Ok(ir::MakePermute(k, {1, 0}))))));
+    const ir::NodePtr e = made(Ok(ir::MakeUnary(ir::Op::kExp, s)));
+    const ir::NodePtr sum = made(Ok(ir::MakeReduce(ir::Op::kSum, e, {1})));
+    const ir::NodePtr p = bin(ir::Op::kDiv, e, expand(sum, {t, t}));
+    h = bin(ir::Op::kAdd, h, product(made(Ok(ir::MakeMatmul(p, v))), d));
+    const ir::NodePtr y = norm(h);
+    const ir::NodePtr gate = made(Ok(ir::MakeUnary(ir::Op::kSilu, product(y, d))));
+    h = bin(ir::Op::kAdd, h, product(bin(ir::Op::kMul, gate, product(y, d)), d));
+  }
+  const int64_t walks = metrics::counter("PendingCountWalks") - walks_before;
+  // The graph passes the limit in the stack's middle: checks on both sides of it.
+  EXPECT_GT(below, 20);
+  EXPECT_GT(checked - below, 20);
+  EXPECT_GT(DistinctPending(h), ir::kMaxPendingNodes);
+  // Walks where two branches of their own join (q k^T, gate * up) and where a graph first
+  // passes the limit: 44 here, where walking at every check past the sum of the operands' counts
+  // walked 134 times (65 with the inner nodes counted first, but no join started from a walk).
+  EXPECT_LE(walks, checked / 6) << checked;
 }
 
 }  // namespace
