@@ -96,10 +96,10 @@ int Models(const std::vector<std::string>& argv) {
     std::printf(
         "lazycl-bench models on %s\ncpu: %s, %d compute units; median of %d after warm-up\n",
         device.c_str(), flags.c_str(), info.compute_units, repeat);
-    std::printf("  %-22s %10s %-8s %10s %8s\n", "row", "value", "unit", "ms", "kernels");
+    std::printf("  %-30s %10s %-8s %10s %8s\n", "row", "value", "unit", "ms", "kernels");
     std::vector<ModelRow> rows;
     auto add = [&](ModelRow row) {
-      std::printf("  %-22s %10.4g %-8s %10.4g %8lld\n", row.name.c_str(), row.value,
+      std::printf("  %-30s %10.4g %-8s %10.4g %8lld\n", row.name.c_str(), row.value,
                   row.unit.c_str(), row.ms, static_cast<long long>(row.kernels));
       std::fflush(stdout);
       rows.push_back(std::move(row));
@@ -177,6 +177,20 @@ int Models(const std::vector<std::string>& argv) {
           const Tensor logits = examples::LlamaForward(c, params, window);
           (void)argmax(reshape(slice(logits, 1, c.seq - 1, c.seq), {c.vocab}), 0).item<int64_t>();
         });
+      }
+      if (wanted("charlm_sample_traced_token_ms")) {
+        // The same step traced once (as JAX's jit), then called per token with the window.
+        NoGradGuard no_grad;
+        const Function step = trace(
+            [&](const std::vector<Tensor>& a) {
+              const Tensor logits = examples::LlamaForward(c, params, a[0]);
+              return std::vector<Tensor>{
+                  argmax(reshape(slice(logits, 1, c.seq - 1, c.seq), {c.vocab}), 0)};
+            },
+            {{{1, c.seq}, DType::i32}}, cl);
+        const Tensor window = slice(ids, 0, 0, 1);
+        ms_row("charlm_sample_traced_token_ms", 2,
+               [&] { (void)step({window})[0].item<int64_t>(); });
       }
     }
     for (int64_t n : {1024, 2048}) {

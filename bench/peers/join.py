@@ -37,7 +37,7 @@ def main():
         if sides[s]:
             print(f"{s}: {sides[s][0][0]['device']}")
     names = list(first and [r["name"] for r in first["results"]])
-    header = (f"{'row':22s} {'unit':8s} {'lazycl':>9s} {'JAX':>9s} {'numpy':>9s} "
+    header = (f"{'row':30s} {'unit':8s} {'lazycl':>9s} {'JAX':>9s} {'numpy':>9s} "
               f"{'x JAX':>7s} {'x numpy':>7s} {'kernels':>7s}")
     print(header)
     print("-" * len(header))
@@ -63,7 +63,7 @@ def main():
                  "x_jax": median_ratio("jax", name), "x_numpy": median_ratio("numpy", name),
                  "kernels": kernels}
         table.append(entry)
-        print(f"{name:22s} {unit:8s} {fmt(entry['lazycl'], '9.4g')} {fmt(entry['jax'], '9.4g')} "
+        print(f"{name:30s} {unit:8s} {fmt(entry['lazycl'], '9.4g')} {fmt(entry['jax'], '9.4g')} "
               f"{fmt(entry['numpy'], '9.4g')} {fmt(entry['x_jax'], '7.2f')} "
               f"{fmt(entry['x_numpy'], '7.2f')} {kernels:7d}")
     if len(sys.argv) == 4:
