@@ -164,6 +164,12 @@ def charlm_rows(add, repeat, wanted):
         window = ids[:1]
         add(row("charlm_sample_token_ms",
                 median_ms(lambda: int(sample(state["p"], window)), 2, repeat)))
+    if wanted("charlm_sample_for_loop_token_ms"):
+        # lazycl's for-loop form of the same step; JAX's is its one jitted step again.
+        sample = jax.jit(lambda p, w: jnp.argmax(llama_jax.forward(c, p, w)[0, -1]))
+        window = ids[:1]
+        add(row("charlm_sample_for_loop_token_ms",
+                median_ms(lambda: int(sample(state["p"], window)), 2, repeat)))
     if wanted("charlm_sample_traced_token_ms"):
         # lazycl's traced form of the same step; jit is JAX's only form, timed again here.
         sample = jax.jit(lambda p, w: jnp.argmax(llama_jax.forward(c, p, w)[0, -1]))
