@@ -30,7 +30,7 @@ grep -E "tests passed|\*\*\*" "$OUT/ctest.txt"
 timeout "${BENCH_S:-300}" "$BUILD/bench/lazycl-bench" ops --repeat 5 --json "$OUT/ops.json" > "$OUT/ops.txt" 2>&1
 tail -20 "$OUT/ops.txt"
 timeout "${BENCH_S:-300}" "$BUILD/bench/lazycl-bench" models --repeat 5 --json "$OUT/models.json" > "$OUT/models.txt" 2>&1
-tail -16 "$OUT/models.txt"
+tail -20 "$OUT/models.txt"
 if python3 -c 'import jax' 2>/dev/null; then
   # precision=highest: f32 products in f32, as lazycl computes them (JAX's default on a GPU is
   # TF32 where the GPU has it).
