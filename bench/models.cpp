@@ -188,12 +188,16 @@ int Models(const std::vector<std::string>& argv) {
           sync(all);
         });
       }
+      // The sampling step's result: the argmax of the last position's logits.
+      auto next_id = [&](const Tensor& logits) {
+        return argmax(reshape(slice(logits, 1, c.seq - 1, c.seq), {c.vocab}), 0);
+      };
       if (wanted("charlm_sample_token_ms")) {
         const Tensor window = slice(ids, 0, 0, 1);
         ms_row("charlm_sample_token_ms", 2, [&] {
           NoGradGuard no_grad;
           const Tensor logits = examples::LlamaForward(c, params, window);
-          (void)argmax(reshape(slice(logits, 1, c.seq - 1, c.seq), {c.vocab}), 0).item<int64_t>();
+          (void)next_id(logits).item<int64_t>();
         });
       }
       if (wanted("charlm_sample_traced_token_ms")) {
@@ -202,8 +206,7 @@ int Models(const std::vector<std::string>& argv) {
         const Function step = trace(
             [&](const std::vector<Tensor>& a) {
               const Tensor logits = examples::LlamaForward(c, params, a[0]);
-              return std::vector<Tensor>{
-                  argmax(reshape(slice(logits, 1, c.seq - 1, c.seq), {c.vocab}), 0)};
+              return std::vector<Tensor>{next_id(logits)};
             },
             {{{1, c.seq}, DType::i32}}, cl);
         const Tensor window = slice(ids, 0, 0, 1);
@@ -218,7 +221,7 @@ int Models(const std::vector<std::string>& argv) {
           NoGradGuard no_grad;
           const Tensor logits =
               examples::LlamaForward(c, params, window, examples::LayerLoop::kForLoop);
-          (void)argmax(reshape(slice(logits, 1, c.seq - 1, c.seq), {c.vocab}), 0).item<int64_t>();
+          (void)next_id(logits).item<int64_t>();
         });
       }
     }
