@@ -99,9 +99,12 @@ TEST(Profile, RowsPerKernelWithFusedOpsTimesAndRates) {
 TEST(Profile, GapsBetweenLaunchesSayWhoTheDeviceWaitedFor) {
   const Device cl = Device::opencl(0);
   const int64_t n = int64_t{1} << 21;
-  const Tensor a = randn({n}, 1, DType::f32, cl), b = randn({n}, 2, DType::f32, cl);
-  sync({a, b});
-  auto step = [&] { sync({exp(a) + 1.0, tanh(b) * 2.0, exp(b) - 1.0}); };
+  const Tensor a = randn({n}, 1, DType::f32, cl), b = randn({n}, 2, DType::f32, cl),
+               c = randn({n}, 3, DType::f32, cl);
+  sync({a, b, c});
+  // Three kernels a step: each reads its own input (outputs of one input would be one
+  // multi-output kernel, leaving one hand-off a step).
+  auto step = [&] { sync({exp(a) + 1.0, tanh(b) * 2.0, exp(c) - 1.0}); };
   // First runs: on the generic kernels while the fused ones build (tiered execution), then on
   // the fused ones.
   step();
