@@ -7,10 +7,13 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/metrics_registry.h"
 #include "base/status.h"
 #include "frontend/autograd.h"
 #include "frontend/captures.h"
+#include "frontend/deferred.h"
 #include "frontend/dispatch.h"
+#include "frontend/materialize.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_scope.h"
 #include "frontend/user_code.h"
@@ -19,6 +22,7 @@
 #include "lazycl/autograd.h"
 #include "lazycl/env.h"
 #include "lazycl/factories.h"
+#include "runtime/compiled_graph.h"
 #include "runtime/executor.h"
 
 namespace lazycl {
@@ -62,6 +66,60 @@ struct Function::State {
   }
   mutable std::mutex fold_mu;
   mutable std::vector<ir::NodePtr> folded;
+
+  // The outputs' nodes (Roots) that are not Buffer leaves, compiled once
+  // (runtime::CompiledGraph) by the first call that runs (see CallCompiled); a failure is kept
+  // and every run reports it, as every run of a graph that fails to compile would.
+  struct Compiled {
+    std::vector<ir::NodePtr> roots;  // Roots()
+    // Per output: its index among the graph's outputs (the distinct roots that are not Buffer
+    // leaves), or -1 for a leaf (an argument, a captured or folded buffer, returned as it is).
+    std::vector<int> graph_output;
+    std::vector<ir::NodePtr> graph_roots;
+    // Made by the first run; null until then, and where every output is a leaf.
+    std::shared_ptr<runtime::CompiledGraph> graph;
+    absl::Status status;  // of making it
+    bool made = false;
+  };
+  // The roots and which of them a call computes; on an OpenCL device, outside a trace.
+  Compiled& GetCompiled() const {
+    std::lock_guard<std::mutex> lock(compiled_mu);
+    if (compiled == nullptr) {
+      auto c = std::make_unique<Compiled>();
+      c->roots = Roots();
+      absl::flat_hash_map<const ir::Node*, int> seen;
+      for (const ir::NodePtr& root : c->roots) {
+        if (root->op == ir::Op::kBuffer) {
+          c->graph_output.push_back(-1);
+          continue;
+        }
+        auto [it, inserted] = seen.emplace(root.get(), static_cast<int>(c->graph_roots.size()));
+        if (inserted) c->graph_roots.push_back(root);
+        c->graph_output.push_back(it->second);
+      }
+      compiled = std::move(c);
+    }
+    return *compiled;
+  }
+  // The compiled graph (made at the first run), or the error of making it.
+  absl::StatusOr<std::shared_ptr<runtime::CompiledGraph>> Graph() const {
+    Compiled& c = GetCompiled();
+    std::lock_guard<std::mutex> lock(compiled_mu);
+    if (!c.made) {
+      absl::StatusOr<std::shared_ptr<runtime::CompiledGraph>> graph =
+          runtime::CompiledGraph::Make(device.index(), c.graph_roots, placeholders);
+      if (graph.ok()) {
+        c.graph = *std::move(graph);
+      } else {
+        c.status = graph.status();
+      }
+      c.made = true;
+    }
+    if (!c.status.ok()) return c.status;
+    return c.graph;
+  }
+  mutable std::mutex compiled_mu;
+  mutable std::unique_ptr<Compiled> compiled;
 };
 
 namespace {
@@ -227,8 +285,120 @@ Function trace(Fn fn, std::vector<TensorSpec> args, Device device) {
   return Function(std::move(state));
 }
 
-std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const {
-  const State& s = *state_;
+namespace {
+
+// The results of a call whose body is inlined: the traced IR with the arguments' nodes in place
+// of the placeholders, lazy, part of whatever graph reads them (inside a trace, and for `call`).
+std::vector<ir::NodePtr> InlinedCall(
+    const Function::State& s, const absl::flat_hash_map<const ir::Node*, ir::NodePtr>& replace) {
+  return ir::Substitute(s.Roots(), replace);
+}
+
+// The deferred run of a compiled call (its Producer): the arguments computed (each pending one
+// keeps its value for whoever reads it next, ir::NodeMemo), then the compiled graph on their
+// buffers, into the declared results that someone still holds.
+absl::Status RunCompiledCall(const Function::State& s, const std::vector<ir::NodePtr>& arg_nodes,
+                             const std::vector<std::weak_ptr<ir::Storage>>& results) {
+  absl::StatusOr<std::shared_ptr<runtime::CompiledGraph>> graph = s.Graph();
+  if (!graph.ok()) return graph.status();
+  const int device = s.device.index();
+  std::vector<std::shared_ptr<ir::Storage>> inputs(arg_nodes.size());
+  std::vector<ir::NodePtr> pending;
+  std::vector<size_t> pending_arg;
+  for (size_t i = 0; i < arg_nodes.size(); ++i) {
+    const ir::NodePtr& node = arg_nodes[i];
+    if (node == nullptr) continue;  // unused
+    if (node->op == ir::Op::kBuffer) {
+      if (absl::Status st = runtime::PrepareLeaf(*node); !st.ok()) return st;
+      inputs[i] = node->storage;
+    } else if (std::shared_ptr<ir::Storage> value = node->memo.value()) {
+      inputs[i] = std::move(value);
+    } else {
+      pending.push_back(node);
+      pending_arg.push_back(i);
+    }
+  }
+  if (!pending.empty()) {
+    const std::vector<ir::NodePtr> roots = ir::ReadComputed(pending);
+    std::vector<const ir::Node*> raw;
+    for (const ir::NodePtr& r : roots) raw.push_back(r.get());
+    absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> values =
+        runtime::Materialize(device, raw, /*wait=*/false);
+    if (!values.ok()) return values.status();
+    for (size_t j = 0; j < pending.size(); ++j) {
+      pending[j]->memo.set_value((*values)[j]);
+      inputs[pending_arg[j]] = std::move((*values)[j]);
+    }
+  }
+  std::vector<std::shared_ptr<ir::Storage>> outs;
+  for (const auto& w : results) outs.push_back(w.lock());
+  absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> run = (*graph)->Run(inputs, outs);
+  return run.ok() ? absl::OkStatus() : run.status();
+}
+
+// A call outside a trace: its results are declared buffers, computed when one of them is first
+// needed by the Function's graph compiled once (runtime::CompiledGraph), bound to this call's
+// arguments. Nothing runs now. `arg_nodes`: per argument, the node the call reads (null:
+// unused).
+std::vector<ir::NodePtr> CompiledCall(const std::shared_ptr<const Function::State>& state,
+                                      const std::vector<ir::NodePtr>& arg_nodes) {
+  const Function::State& s = *state;
+  Function::State::Compiled& c = s.GetCompiled();
+  // The pending work the run reads first: deferred results among the arguments' leaves and
+  // among the buffers the body reads.
+  std::vector<std::shared_ptr<ir::Storage>> pending;
+  std::vector<ir::NodePtr> reads;
+  for (const ir::NodePtr& n : arg_nodes) {
+    if (n != nullptr) reads.push_back(n);
+  }
+  for (const ir::NodePtr& n : c.graph_roots) reads.push_back(n);
+  for (const ir::Node* n : ir::PostOrder(reads)) {
+    if (n->op == ir::Op::kBuffer && n->storage->pending()) pending.push_back(n->storage);
+  }
+  const int depth = frontend::DeferredDepth(pending, "CallChainsCut");
+
+  std::vector<std::shared_ptr<ir::Storage>> declared;
+  std::vector<ir::NodePtr> declared_nodes;
+  for (const ir::NodePtr& root : c.graph_roots) {
+    const size_t bytes =
+        static_cast<size_t>(ir::NumElements(root->shape)) * dtype_size(root->dtype);
+    declared.push_back(frontend::NewStorage(
+        s.device, bytes,
+        absl::StrCat("call result ", dtype_name(root->dtype), ir::ShapeString(root->shape))));
+    declared_nodes.push_back(ir::MakeBuffer(declared.back(), root->dtype, root->shape));
+  }
+  if (!declared.empty()) {
+    // The producer holds the results weakly (they hold it): a result nobody holds any more is
+    // written to a buffer of the run's own, then dropped.
+    std::vector<std::weak_ptr<ir::Storage>> results(declared.begin(), declared.end());
+    auto producer = std::make_shared<ir::Producer>(
+        [state, arg_nodes, results = std::move(results)] {
+          return RunCompiledCall(*state, arg_nodes, results);
+        },
+        depth);
+    for (const std::shared_ptr<ir::Storage>& storage : declared) storage->set_producer(producer);
+    base::metrics::Add("CallsDeferred", 1);
+  }
+  absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
+  for (size_t i = 0; i < arg_nodes.size(); ++i) {
+    if (arg_nodes[i] != nullptr) replace[s.placeholders[i].get()] = arg_nodes[i];
+  }
+  std::vector<ir::NodePtr> out;
+  for (size_t k = 0; k < c.roots.size(); ++k) {
+    const int g = c.graph_output[k];
+    if (g >= 0) {
+      out.push_back(declared_nodes[g]);
+    } else {
+      auto it = replace.find(c.roots[k].get());
+      out.push_back(it != replace.end() ? it->second : c.roots[k]);
+    }
+  }
+  return out;
+}
+
+std::vector<Tensor> CallFunction(const std::shared_ptr<const Function::State>& state,
+                                 const std::vector<Tensor>& args, bool inline_body) {
+  const Function::State& s = *state;
   if (args.size() != s.specs.size()) {
     base::Throw(absl::InvalidArgumentError(
         absl::StrCat("Function: expected ", s.specs.size(), " arguments, got ", args.size())));
@@ -243,19 +413,32 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
                        ", expected ", SpecString(spec.shape, spec.dtype))));
     }
   }
-  // Only used arguments are substituted, so unused ones are never read nor uploaded.
-  absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
-  for (int i : s.used) {
-    replace[s.placeholders[i].get()] = frontend::NodeOn(args[i], s.device, "Function", i);
+  // Only used arguments are read, so unused ones are never uploaded.
+  std::vector<ir::NodePtr> arg_nodes(args.size());
+  for (int i : s.used) arg_nodes[i] = frontend::NodeOn(args[i], s.device, "Function", i);
+  // Inside a trace the body is inlined into the trace; so is it where an argument is a
+  // placeholder (no data to run on now; it may get some before the results are read).
+  inline_body = inline_body || frontend::TraceScope::active();
+  for (const ir::NodePtr& n : arg_nodes) {
+    inline_body =
+        inline_body || (n != nullptr && n->op == ir::Op::kBuffer && n->storage->placeholder() &&
+                        !n->storage->manager().IsWritten(n->storage->id()));
   }
-  std::vector<ir::NodePtr> substituted = ir::Substitute(s.Roots(), replace);
+  std::vector<ir::NodePtr> out_nodes;
+  if (inline_body) {
+    absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
+    for (int i : s.used) replace[s.placeholders[i].get()] = arg_nodes[i];
+    out_nodes = InlinedCall(s, replace);
+  } else {
+    out_nodes = CompiledCall(state, arg_nodes);
+  }
   bool record = false;
   for (const Tensor& a : args) record = record || a.impl()->requires_grad;
   for (const auto& c : s.captures) record = record || c->requires_grad;
   record = record && is_grad_enabled();
   std::vector<Tensor> results;
-  for (size_t k = 0; k < substituted.size(); ++k) {
-    ir::NodePtr node = substituted[k];
+  for (size_t k = 0; k < out_nodes.size(); ++k) {
+    ir::NodePtr node = out_nodes[k];
     // A result that is an argument (or another result) gets a node of its own, so that no two
     // tensors share a node in a gradient record.
     if (record) node = base::ValueOrThrow(ir::MakeReshape(node, node->shape));
@@ -263,16 +446,19 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const 
   }
   if (record) {
     auto fn = std::make_shared<CallGradFn>();
-    fn->state = state_;
-    for (size_t i = 0; i < args.size(); ++i) {
-      fn->inputs.push_back(args[i].impl());
-      auto it = replace.find(s.placeholders[i].get());
-      fn->arg_nodes.push_back(it == replace.end() ? nullptr : it->second);
-    }
+    fn->state = state;
+    for (size_t i = 0; i < args.size(); ++i) fn->inputs.push_back(args[i].impl());
+    fn->arg_nodes = arg_nodes;
     for (const auto& c : s.captures) fn->inputs.push_back(c);
     frontend::RecordOutputs(results, std::move(fn));
   }
   return results;
+}
+
+}  // namespace
+
+std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const {
+  return CallFunction(state_, args, /*inline_body=*/false);
 }
 
 std::vector<int> Function::used_arguments() const { return state_->used; }
@@ -291,7 +477,10 @@ std::vector<Tensor> call(Fn fn, const std::vector<Tensor>& args) {
   }
   Device device = frontend::OpDevice(ptrs, "call");
   if (device.is_host()) device = default_env().device();
-  return trace(std::move(fn), std::move(specs), device)(args);
+  // Traced for this call only, so nothing is kept to reuse: the body is inlined, and its
+  // results take part in the caller's graph.
+  return CallFunction(trace(std::move(fn), std::move(specs), device).state_, args,
+                      /*inline_body=*/true);
 }
 
 }  // namespace lazycl

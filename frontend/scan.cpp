@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "frontend/autograd.h"
 #include "frontend/captures.h"
+#include "frontend/deferred.h"
 #include "frontend/dispatch.h"
 #include "frontend/materialize.h"
 #include "frontend/tensor_impl.h"
@@ -137,26 +138,17 @@ void CheckNotPlaceholders(const std::vector<Tensor>& inputs, Device device) {
   }
 }
 
-// How many deferred scans may wait on one another: a scan that reads the results of a chain of
-// pending scans this deep runs them first (as kMaxPendingNodes cuts a long graph), so that a loop
-// of scans whose results nobody reads in between recurses a bounded number of levels when it
-// finally runs (and when it is dropped).
-constexpr int kMaxPendingScans = 16;
-
 // What the scan reads, inspected before it is deferred: a placeholder the body captured (read,
 // not taken as a carry or an xs slice) has no data for the steps to compute with, said now rather
-// than when a result is first read; the pending scans it reads (through its inputs or captures)
-// give the depth of its own Producer, and past kMaxPendingScans they run now.
+// than when a result is first read; the pending work it reads (through its inputs or captures)
+// gives the depth of its own Producer (frontend/deferred.h).
 int DeferredDepth(const runtime::StepLoop& loop, const std::vector<Tensor>& inputs, Device device) {
   absl::flat_hash_set<const ir::Storage*> body_inputs;
   for (const ir::NodePtr& n : loop.carry_in) body_inputs.insert(n->storage.get());
   for (const ir::NodePtr& n : loop.x_in) body_inputs.insert(n->storage.get());
   std::vector<std::shared_ptr<ir::Storage>> pending;
-  int depth = 0;
   auto note_pending = [&](const ir::Node& n) {
-    const int d = n.storage->pending_depth();
-    if (d == 0) return false;
-    depth = std::max(depth, d);
+    if (!n.storage->pending()) return false;
     pending.push_back(n.storage);
     return true;
   };
@@ -174,10 +166,7 @@ int DeferredDepth(const runtime::StepLoop& loop, const std::vector<Tensor>& inpu
   for (const ir::Node* n : ir::PostOrder(roots)) {
     if (n->op == ir::Op::kBuffer) note_pending(*n);
   }
-  if (depth < kMaxPendingScans) return depth + 1;
-  for (const std::shared_ptr<ir::Storage>& storage : pending) ThrowIfError(storage->Produce());
-  base::metrics::Add("ScanChainsCut", 1);
-  return 1;
+  return frontend::DeferredDepth(pending, "ScanChainsCut");
 }
 
 // The deferred run of a device scan (its Producer): computes the inputs, then the steps into the

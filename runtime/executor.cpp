@@ -206,17 +206,9 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
   const auto start = std::chrono::steady_clock::now();
   BuiltGraph built = BuildGraph(outputs, /*bind_offsets=*/false);
   // Placeholders are caught before anything runs, with the message that names them.
-  for (size_t i = 0; i < built.graph.nodes.size(); ++i) {
-    const Node& n = *built.graph.nodes[i];
-    if (n.op != ir::Op::kBuffer) continue;
-    // A deferred scan's result is computed now, before this graph's kernels are queued.
-    if (n.storage->pending()) {
-      if (absl::Status s = n.storage->Produce(); !s.ok()) return s;
-    }
-    if (n.storage->manager().IsWritten(n.storage->id())) continue;
-    if (n.storage->placeholder())
-      return absl::FailedPreconditionError(PlaceholderMessage(n, n.storage->device()));
-    if (absl::Status s = n.storage->manager().CheckReadable(n.storage->id()); !s.ok()) return s;
+  for (const Node* n : built.graph.nodes) {
+    if (n->op != ir::Op::kBuffer) continue;
+    if (absl::Status s = PrepareLeaf(*n); !s.ok()) return s;
   }
   absl::StatusOr<std::shared_ptr<CachedPlan>> plan = PreparePlan(device_index, built.graph);
   if (!plan.ok()) return plan.status();
@@ -320,6 +312,18 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunFolded(
 }
 
 }  // namespace
+
+absl::Status PrepareLeaf(const Node& leaf) {
+  const ir::Storage& storage = *leaf.storage;
+  // A deferred result is computed now, before the kernels that read it are queued.
+  if (storage.pending()) {
+    if (absl::Status s = storage.Produce(); !s.ok()) return s;
+  }
+  if (storage.manager().IsWritten(storage.id())) return absl::OkStatus();
+  if (storage.placeholder())
+    return absl::FailedPreconditionError(PlaceholderMessage(leaf, storage.device()));
+  return storage.manager().CheckReadable(storage.id());
+}
 
 std::string PlaceholderMessage(const Node& leaf, const Device& device) {
   return absl::StrCat(

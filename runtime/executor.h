@@ -47,6 +47,11 @@ absl::StatusOr<std::vector<ir::NodePtr>> FoldOnce(int device,
 // Whether kernels for `device` use the CPU strategies (LAZYCL_CODEGEN, else the device's type).
 bool UsesCpuStrategy(backend::Device& device);
 
+// Makes a Buffer leaf ready to be read by kernels: runs its deferred Producer if it has one,
+// and fails for a placeholder (FailedPrecondition, PlaceholderMessage) or a buffer that cannot
+// be read.
+absl::Status PrepareLeaf(const ir::Node& leaf);
+
 // The message for reading a placeholder: names the word, the shape, the dtype and the device.
 std::string PlaceholderMessage(const ir::Node& leaf, const Device& device);
 

@@ -17,15 +17,16 @@
 namespace lazycl::ir {
 
 // Deferred work that writes storages when one of them is first read: a device scan's run
-// (frontend/scan.cpp), declared with its results when scan returns and run only when a graph, a
-// read or another scan needs one of them. One Producer writes several storages (a scan's final
+// (frontend/scan.cpp) or a traced Function's call (frontend/function.cpp), declared with its
+// results when it returns and run only when a graph, a read or other deferred work needs one of
+// them. One Producer writes several storages (a scan's final
 // carries and stacked ys). The first reader runs it; readers on other threads wait for that run;
 // every reader gets its status, so a failed run fails every later read with the same error.
 class Producer {
  public:
-  // `depth`: 1 + the largest depth among the producers its work will run first (the scans whose
+  // `depth`: 1 + the largest depth among the producers its work will run first (those whose
   // results it reads); callers bound it, so that running a chain recurses a bounded number of
-  // levels (frontend/scan.cpp runs the pending scans it reads at once past kMaxPendingScans).
+  // levels (frontend/deferred.h runs the pending work it reads at once past kMaxPendingProducers).
   Producer(std::function<absl::Status()> run, int depth) : run_(std::move(run)), depth_(depth) {}
   Producer(const Producer&) = delete;
   Producer& operator=(const Producer&) = delete;

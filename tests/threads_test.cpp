@@ -317,6 +317,53 @@ TEST(Threads, TraceCallAndScanOnTwoThreads) {
   failures.Expect(60);
 }
 
+// One traced Function called from several threads at once: its graph is compiled by whichever
+// first call runs, once, and each call's results are computed from that call's arguments (the
+// calls' deferred runs read on other threads than the ones that made them, too).
+TEST(Threads, OneFunctionCalledFromFourThreads) {
+  const Device cl = test::DefaultCl();
+  Tensor w = tensor(std::vector<float>{0.5f, -1, 2, 0.25f, 1, -0.5f}, {3, 2}, cl);
+  Function f = trace(
+      [w](const std::vector<Tensor>& a) {
+        return std::vector<Tensor>{tanh(matmul(a[0], w)) + a[1], sum(a[0] * a[0])};
+      },
+      {{{4, 3}, DType::f32}, {{4, 2}, DType::f32}}, cl);
+  Failures failures;
+  std::mutex mu;
+  std::vector<std::vector<Tensor>> made;  // results made on one thread, read on another
+  std::vector<std::vector<float>> wants;
+  OnThreads(4, failures, [&](int r) {
+    std::mt19937 rng(static_cast<uint32_t>(100 + r));
+    for (int i = 0; i < 12; ++i) {
+      const std::vector<float> av = Random(rng, 12), bv = Random(rng, 8);
+      std::vector<Tensor> out = f({tensor(av, {4, 3}, cl), tensor(bv, {4, 2}, cl)});
+      const Tensor ha = tensor(av, {4, 3}, Device::host());
+      const Tensor wh = w.to(Device::host());
+      std::vector<float> want =
+          (tanh(matmul(ha, wh)) + tensor(bv, {4, 2}, Device::host())).to_vector<float>();
+      want.push_back(sum(ha * ha).item<float>());
+      if (i % 3 == 0) {  // some read at once, racing the other threads' first runs
+        std::string why;
+        if (!Close({out[1].item<float>()}, {want.back()}, &why)) failures.Add(why);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      made.push_back(std::move(out));
+      wants.push_back(std::move(want));
+    }
+  });
+  // Read on threads other than the makers, each reader taking every fourth.
+  OnThreads(4, failures, [&](int r) {
+    for (size_t k = static_cast<size_t>(r); k < made.size(); k += 4) {
+      std::vector<float> got = made[k][0].to_vector<float>();
+      got.push_back(made[k][1].item<float>());
+      std::string why;
+      if (!Close(got, wants[k], &why)) failures.Add(why);
+    }
+  });
+  EXPECT_EQ(made.size(), 48u);
+  failures.Expect(48);
+}
+
 TEST(Threads, TraceBytesCountOnlyTheTracingThread) {
   // Tracing on placeholders moves nothing (TraceTransferBytes stays put) even while another
   // thread moves bytes all the time.

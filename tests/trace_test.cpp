@@ -86,9 +86,11 @@ TEST_F(TraceTest, FourHostArgumentsUploadOnlyTheUsedTwo) {
   EXPECT_EQ(C("TransferToDeviceCount"), 2);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].device(), kCl);
-  EXPECT_EQ(NumParams(out), 2);
   const std::vector<float> got = out[0].to_vector<float>();
   for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(got[i], a[i] + std::sin(b[i]), 1e-6) << i;
+  // The Function's compiled graph ran once, with the two used arguments bound.
+  EXPECT_EQ(C("CompiledGraphRuns"), 1);
+  EXPECT_EQ(C("CompiledGraphInputsBound"), 2);
   EXPECT_EQ(C("TransferToDeviceBytes"), 2 * 6 * 4);  // computing uploaded nothing more
   EXPECT_EQ(C("TraceTransferBytes"), 0);
 }
@@ -159,13 +161,16 @@ TEST_F(TraceTest, UnusedArgumentPositions) {
         f({tensor(A, {4}, kHost), tensor(B, {4}, kHost), tensor(Cv, {4}, kHost)});
     EXPECT_EQ(C("TransferToDeviceBytes"), static_cast<int64_t>(c.used.size()) * 16);
     EXPECT_EQ(out[0].to_vector<float>(), c.want);
-    // Device arguments give the same, and the unused ones are not parameters of the graph.
+    // Device arguments give the same, and the unused ones are not bound to the graph.
     std::vector<Tensor> dev = {tensor(A, {4}, kCl), tensor(B, {4}, kCl), tensor(Cv, {4}, kCl)};
+    const int64_t bound = C("CompiledGraphInputsBound");
     std::vector<Tensor> out2 = f(dev);
-    EXPECT_EQ(NumParams(out2), static_cast<int>(c.used.size()));
     EXPECT_EQ(out2[0].to_vector<float>(), c.want);
-    // Through call too.
-    EXPECT_EQ(call(c.fn, dev)[0].to_vector<float>(), c.want);
+    EXPECT_EQ(C("CompiledGraphInputsBound") - bound, static_cast<int64_t>(c.used.size()));
+    // Through call too, whose inlined body makes the unused ones no parameters of the graph.
+    std::vector<Tensor> out3 = call(c.fn, dev);
+    EXPECT_EQ(NumParams(out3), static_cast<int>(c.used.size()));
+    EXPECT_EQ(out3[0].to_vector<float>(), c.want);
   }
   EXPECT_EQ(C("TraceTransferBytes"), 0);
 }
@@ -278,10 +283,14 @@ TEST_F(TraceTest, CompiledOnceAndReusedForEveryCall) {
     std::vector<float> a = Iota(15, static_cast<float>(call_index), 0.1f);
     std::vector<float> b = Iota(15, 1, static_cast<float>(call_index) * 0.2f);
     Tensor x = tensor(a, {5, 3}, kCl), y = tensor(b, {5, 3}, kCl);
-    const int64_t compiles = C("GraphCompiles"), hits = C("GraphCacheHits");
+    const int64_t compiles = C("GraphCompiles"), hits = C("GraphCacheHits"),
+                  runs = C("CompiledGraphRuns");
     const std::vector<float> got = f({x, y})[0].to_vector<float>();
     EXPECT_EQ(C("GraphCompiles") - compiles, call_index == 0 ? 1 : 0);
-    EXPECT_EQ(C("GraphCacheHits") - hits, call_index == 0 ? 0 : 1);
+    // Later calls bind the arguments to the graph compiled at the first: no graph is built,
+    // keyed nor looked up in the cache.
+    EXPECT_EQ(C("GraphCacheHits") - hits, 0);
+    EXPECT_EQ(C("CompiledGraphRuns") - runs, 1);
     for (size_t i = 0; i < 15; ++i) {
       EXPECT_NEAR(got[i], std::tanh(a[i] * 1.75f) - std::exp(b[i] * -0.125f) + 0.0625f, 1e-5);
     }
@@ -317,6 +326,87 @@ TEST_F(TraceTest, CallReusesTheCompiledGraphAndStaysLazy) {
     }
   }
   EXPECT_EQ(C("TraceTransferBytes"), 0);
+}
+
+// A Function's call is deferred like any device op: nothing runs until a result is needed; then
+// the arguments' pending graphs run (once: the argument keeps its value), then the Function's
+// own graph, bound to them.
+TEST_F(TraceTest, AFunctionCallIsLazyAndComputesAPendingArgumentOnce) {
+  Function f = trace(
+      [](const std::vector<Tensor>& a) {
+        return std::vector<Tensor>{exp(a[0]) * a[1], a[1] - a[0], a[1]};
+      },
+      {{{6}, DType::f32}, {{6}, DType::f32}}, kCl);
+  const std::vector<float> xv = Iota(6, -1, 0.25f), yv = Iota(6, 2, 0.5f);
+  Tensor x0 = tensor(xv, {6}, kCl), y = tensor(yv, {6}, kCl);
+  sync({x0, y});
+  Tensor x = x0 * 3.0;  // pending
+  const int64_t launches = C("KernelLaunches"), deferred = C("CallsDeferred");
+  std::vector<Tensor> out = f({x, y});
+  EXPECT_EQ(C("KernelLaunches"), launches);
+  EXPECT_EQ(C("CallsDeferred") - deferred, 1);
+  ASSERT_EQ(out.size(), 3u);
+  const std::vector<float> got0 = out[0].to_vector<float>();
+  const int64_t after = C("KernelLaunches");
+  EXPECT_EQ(x.to_vector<float>()[1], xv[1] * 3);  // read from the value the call computed
+  EXPECT_EQ(C("KernelLaunches"), after);
+  const std::vector<float> got1 = out[1].to_vector<float>();
+  EXPECT_EQ(C("KernelLaunches"), after);  // the call's graph computed both results at once
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_NEAR(got0[i], std::exp(xv[i] * 3) * yv[i], 1e-5f * std::exp(xv[i] * 3) * yv[i]) << i;
+    EXPECT_NEAR(got1[i], yv[i] - xv[i] * 3, 1e-6) << i;
+  }
+  // A result that is an argument is that argument's value.
+  EXPECT_EQ(out[2].to_vector<float>(), yv);
+}
+
+// The results are the function of the arguments as they were at the call, even where an
+// argument is overwritten in place before the results are read; a result dropped unread is not
+// needed for the others.
+TEST_F(TraceTest, ACallReadsItsArgumentsAsTheyWereAtTheCall) {
+  Function f = trace(
+      [](const std::vector<Tensor>& a) {
+        return std::vector<Tensor>{a[0] * 2.0, sum(a[0])};
+      },
+      {{{4}, DType::f32}}, kCl);
+  Tensor x = tensor(std::vector<float>{1, 2, 3, 4}, {4}, kCl);
+  sync({x});
+  std::vector<Tensor> out = f({x});
+  x.copy_(tensor(std::vector<float>{-1, -1, -1, -1}, {4}, kCl));
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{-1, -1, -1, -1}));
+  out.erase(out.begin());  // the doubled values, dropped unread
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{10}));
+}
+
+// A loop that feeds each call's result to the next without reading any defers a chain of calls;
+// past frontend::kMaxPendingProducers the chain runs at once (CallChainsCut), so that reading
+// the last recurses a bounded number of levels.
+TEST_F(TraceTest, AChainOfCallsIsCutEverySixteen) {
+  Function step =
+      trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] * 0.5 + 1.0}; },
+            {{{3}, DType::f32}}, kCl);
+  Tensor h = tensor(std::vector<float>{0, 4, -8}, {3}, kCl);
+  std::vector<double> want = {0, 4, -8};
+  const int n = 40;
+  for (int i = 0; i < n; ++i) {
+    h = step({h})[0];
+    for (double& w : want) w = w * 0.5 + 1.0;
+  }
+  EXPECT_EQ(C("CallChainsCut"), (n - 1) / 16);  // at calls 17, 33
+  const std::vector<float> got = h.to_vector<float>();
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+}
+
+// A body that reads a placeholder it captured: the call is deferred, and reading its result is
+// the placeholder error, naming it, as for any graph that reads one.
+TEST_F(TraceTest, ACallWhoseBodyReadsACapturedPlaceholderFailsWhenRead) {
+  Tensor ph = placeholder({3}, DType::f32, kCl);
+  Function f = trace([ph](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] + ph}; },
+                     {{{3}, DType::f32}}, kCl);
+  std::vector<Tensor> out = f({ones({3}, DType::f32, kCl)});
+  const std::string e = ErrorOf([&] { out[0].to_vector<float>(); });
+  EXPECT_TRUE(Has(e, "placeholder") && Has(e, "f32[3]")) << e;
+  EXPECT_EQ(C("DeviceLiveBytes"), live_);
 }
 
 TEST_F(TraceTest, TracedFunctionInsideAnotherTrace) {

@@ -20,11 +20,15 @@ struct TensorSpec {
 
 using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
-// A traced function: `fn` run once on placeholders, its result kept as IR over them. Calling it
-// substitutes the arguments for the placeholders; the results are lazy and take part in the
-// caller's graph, which the graph cache compiles once per structure. Arguments that `fn` does
-// not use (or uses only through their shape or dtype) are not parameters: they are never read
-// and never uploaded. Copies share the traced state.
+// A traced function: `fn` run once on placeholders, its result kept as IR over them, compiled
+// once (at the first call that runs) and run with each call's arguments bound in place of the
+// placeholders, as JAX runs a jitted function: a call rebuilds no graph. The results are lazy
+// (nothing runs until one of them is needed, as for any device tensor) but are computed by the
+// Function's own kernels: the caller's ops on them read them as buffers. Inside a trace (a
+// Function called by another traced function, a scan body) the body is inlined into the trace
+// instead, and so it is where an argument is a placeholder with no data yet. Arguments that `fn`
+// does not use (or uses only through their shape or dtype) are not parameters: they are never
+// read and never uploaded. Copies share the traced state; calls may come from several threads.
 class Function {
  public:
   // Checks the count, shapes and dtypes of `args` (an Error names the argument's index, what
@@ -40,6 +44,7 @@ class Function {
 
  private:
   friend Function trace(Fn fn, std::vector<TensorSpec> args, Device device);
+  friend std::vector<Tensor> call(Fn fn, const std::vector<Tensor>& args);
   explicit Function(std::shared_ptr<const State> state) : state_(std::move(state)) {}
   std::shared_ptr<const State> state_;
 };
@@ -51,7 +56,9 @@ class Function {
 Function trace(Fn fn, std::vector<TensorSpec> args, Device device);
 
 // trace(fn, specs of args) on the device of the arguments (the first OpenCL one; the default
-// environment's device when all are host tensors), then calls it on `args`.
+// environment's device when all are host tensors), then calls it on `args` with its body inlined:
+// traced for this call only, it has nothing to reuse, and its lazy results take part in the
+// caller's graph (the graph cache compiles that once per structure).
 std::vector<Tensor> call(Fn fn, const std::vector<Tensor>& args);
 
 using ScanFn = std::function<std::pair<std::vector<Tensor>, std::vector<Tensor>>(
