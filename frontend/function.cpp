@@ -76,6 +76,9 @@ struct Function::State {
     // leaves), or -1 for a leaf (an argument, a captured or folded buffer, returned as it is).
     std::vector<int> graph_output;
     std::vector<ir::NodePtr> graph_roots;
+    // The buffers the graph reads besides the arguments (captured or folded values), whose
+    // deferred work a call's run does first.
+    std::vector<std::shared_ptr<ir::Storage>> leaf_storages;
     // Made by the first run; null until then, and where every output is a leaf.
     std::shared_ptr<runtime::CompiledGraph> graph;
     absl::Status status;  // of making it
@@ -96,6 +99,12 @@ struct Function::State {
         auto [it, inserted] = seen.emplace(root.get(), static_cast<int>(c->graph_roots.size()));
         if (inserted) c->graph_roots.push_back(root);
         c->graph_output.push_back(it->second);
+      }
+      absl::flat_hash_set<const ir::Storage*> arguments;
+      for (const ir::NodePtr& p : placeholders) arguments.insert(p->storage.get());
+      for (const ir::Node* n : ir::PostOrder(c->graph_roots)) {
+        if (n->op == ir::Op::kBuffer && !arguments.contains(n->storage.get()))
+          c->leaf_storages.push_back(n->storage);
       }
       compiled = std::move(c);
     }
@@ -347,13 +356,15 @@ std::vector<ir::NodePtr> CompiledCall(const std::shared_ptr<const Function::Stat
   // The pending work the run reads first: deferred results among the arguments' leaves and
   // among the buffers the body reads.
   std::vector<std::shared_ptr<ir::Storage>> pending;
-  std::vector<ir::NodePtr> reads;
+  std::vector<ir::NodePtr> args;
   for (const ir::NodePtr& n : arg_nodes) {
-    if (n != nullptr) reads.push_back(n);
+    if (n != nullptr) args.push_back(n);
   }
-  for (const ir::NodePtr& n : c.graph_roots) reads.push_back(n);
-  for (const ir::Node* n : ir::PostOrder(reads)) {
+  for (const ir::Node* n : ir::PostOrder(args)) {
     if (n->op == ir::Op::kBuffer && n->storage->pending()) pending.push_back(n->storage);
+  }
+  for (const std::shared_ptr<ir::Storage>& storage : c.leaf_storages) {
+    if (storage->pending()) pending.push_back(storage);
   }
   const int depth = frontend::DeferredDepth(pending, "CallChainsCut");
 

@@ -409,6 +409,24 @@ TEST_F(TraceTest, ACallWhoseBodyReadsACapturedPlaceholderFailsWhenRead) {
   EXPECT_EQ(C("DeviceLiveBytes"), live_);
 }
 
+// A body that captured a deferred scan's result: a call's run computes the scan first.
+TEST_F(TraceTest, ACallRunsTheDeferredScanItsBodyCaptured) {
+  ScanResult r = scan(
+      [](const std::vector<Tensor>& c, const std::vector<Tensor>& x) {
+        Tensor next = c[0] + x[0];
+        return std::make_pair(std::vector<Tensor>{next}, std::vector<Tensor>{});
+      },
+      {zeros({2}, DType::f32, kCl)}, {tensor(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2}, kCl)});
+  const Tensor total = r.carry[0];  // {9, 12}, not computed yet
+  Function f =
+      trace([total](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] * total}; },
+            {{{2}, DType::f32}}, kCl);
+  const int64_t launches = C("KernelLaunches");
+  std::vector<Tensor> out = f({tensor(std::vector<float>{2, -1}, {2}, kCl)});
+  EXPECT_EQ(C("KernelLaunches"), launches);
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{18, -12}));
+}
+
 TEST_F(TraceTest, TracedFunctionInsideAnotherTrace) {
   Function inner = trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[1] * 2}; },
                          {{{2}, DType::f32}, {{2}, DType::f32}}, kCl);
