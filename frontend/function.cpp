@@ -13,7 +13,6 @@
 #include "frontend/captures.h"
 #include "frontend/deferred.h"
 #include "frontend/dispatch.h"
-#include "frontend/materialize.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_scope.h"
 #include "frontend/user_code.h"
@@ -23,6 +22,7 @@
 #include "lazycl/env.h"
 #include "lazycl/factories.h"
 #include "runtime/compiled_graph.h"
+#include "runtime/devices.h"
 #include "runtime/executor.h"
 
 namespace lazycl {
@@ -312,8 +312,8 @@ absl::Status RunCompiledCall(const Function::State& s, const std::vector<ir::Nod
   if (!graph.ok()) return graph.status();
   const int device = s.device.index();
   std::vector<std::shared_ptr<ir::Storage>> inputs(arg_nodes.size());
-  std::vector<ir::NodePtr> pending;
-  std::vector<size_t> pending_arg;
+  std::vector<ir::NodePtr> pending;  // distinct: one tensor may be passed twice
+  absl::flat_hash_map<const ir::Node*, size_t> pending_index;
   for (size_t i = 0; i < arg_nodes.size(); ++i) {
     const ir::NodePtr& node = arg_nodes[i];
     if (node == nullptr) continue;  // unused
@@ -322,9 +322,8 @@ absl::Status RunCompiledCall(const Function::State& s, const std::vector<ir::Nod
       inputs[i] = node->storage;
     } else if (std::shared_ptr<ir::Storage> value = node->memo.value()) {
       inputs[i] = std::move(value);
-    } else {
+    } else if (pending_index.emplace(node.get(), pending.size()).second) {
       pending.push_back(node);
-      pending_arg.push_back(i);
     }
   }
   if (!pending.empty()) {
@@ -334,15 +333,19 @@ absl::Status RunCompiledCall(const Function::State& s, const std::vector<ir::Nod
     absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> values =
         runtime::Materialize(device, raw, /*wait=*/false);
     if (!values.ok()) return values.status();
-    for (size_t j = 0; j < pending.size(); ++j) {
-      pending[j]->memo.set_value((*values)[j]);
-      inputs[pending_arg[j]] = std::move((*values)[j]);
+    for (size_t j = 0; j < pending.size(); ++j) pending[j]->memo.set_value((*values)[j]);
+    for (size_t i = 0; i < arg_nodes.size(); ++i) {
+      if (inputs[i] == nullptr && arg_nodes[i] != nullptr)
+        inputs[i] = (*values)[pending_index.at(arg_nodes[i].get())];
     }
   }
   std::vector<std::shared_ptr<ir::Storage>> outs;
   for (const auto& w : results) outs.push_back(w.lock());
   absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> run = (*graph)->Run(inputs, outs);
-  return run.ok() ? absl::OkStatus() : run.status();
+  if (run.ok()) return absl::OkStatus();
+  // The arguments' kernels may be queued: nothing is left in flight after a failure.
+  (void)runtime::OpenClDevice(device).Finish();
+  return run.status();
 }
 
 // A call outside a trace: its results are declared buffers, computed when one of them is first

@@ -358,6 +358,11 @@ TEST_F(TraceTest, AFunctionCallIsLazyAndComputesAPendingArgumentOnce) {
   }
   // A result that is an argument is that argument's value.
   EXPECT_EQ(out[2].to_vector<float>(), yv);
+  // One pending tensor passed as both arguments is computed once, for both.
+  Tensor z = x0 + 1.0;
+  std::vector<Tensor> twice = f({z, z});
+  const std::vector<float> got2 = twice[1].to_vector<float>();
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(got2[i], 0.0f) << i;
 }
 
 // The results are the function of the arguments as they were at the call, even where an
