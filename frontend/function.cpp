@@ -296,13 +296,6 @@ Function trace(Fn fn, std::vector<TensorSpec> args, Device device) {
 
 namespace {
 
-// The results of a call whose body is inlined: the traced IR with the arguments' nodes in place
-// of the placeholders, lazy, part of whatever graph reads them (inside a trace, and for `call`).
-std::vector<ir::NodePtr> InlinedCall(
-    const Function::State& s, const absl::flat_hash_map<const ir::Node*, ir::NodePtr>& replace) {
-  return ir::Substitute(s.Roots(), replace);
-}
-
 // The deferred run of a compiled call (its Producer): the arguments computed (each pending one
 // keeps its value for whoever reads it next, ir::NodeMemo), then the compiled graph on their
 // buffers, into the declared results that someone still holds.
@@ -440,9 +433,11 @@ std::vector<Tensor> CallFunction(const std::shared_ptr<const Function::State>& s
   }
   std::vector<ir::NodePtr> out_nodes;
   if (inline_body) {
+    // The traced IR with the arguments' nodes in place of the placeholders: lazy, part of
+    // whatever graph reads the results.
     absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
     for (int i : s.used) replace[s.placeholders[i].get()] = arg_nodes[i];
-    out_nodes = InlinedCall(s, replace);
+    out_nodes = ir::Substitute(s.Roots(), replace);
   } else {
     out_nodes = CompiledCall(state, arg_nodes);
   }

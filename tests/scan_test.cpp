@@ -778,8 +778,8 @@ TEST_F(ScanTest, AScanIsDeferredUntilAResultIsNeeded) {
 }
 
 // A loop of scans whose results nobody reads in between is a chain of pending scans; every 16th
-// (frontend::kMaxPendingProducers) runs the ones before it, so reading the last recurses a bounded number of
-// levels (a chain of 20,000, uncut, overflowed the stack when read).
+// (frontend::kMaxPendingProducers) runs the ones before it, so reading the last recurses a bounded
+// number of levels (a chain of 20,000, uncut, overflowed the stack when read).
 TEST_F(ScanTest, AChainOfDeferredScansIsCutAsItGrows) {
   const int n = 2000;
   Tensor h = zeros({4}, DType::f32, kCl);
