@@ -432,6 +432,35 @@ TEST_F(TraceTest, ACallRunsTheDeferredScanItsBodyCaptured) {
   EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{18, -12}));
 }
 
+// A compiled call on a non-contiguous view (computed into a buffer of its own before the
+// Function's graph binds it), a broadcast inside the body, size-1 and size-0 arguments: the same
+// values as the body run on host tensors.
+TEST_F(TraceTest, ACompiledCallOnViewsAndSizeZeroAndOneArgumentsMatchesTheHost) {
+  Fn body = [](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{a[0] * a[1] + exp(a[2]), sum(a[3], {1})};
+  };
+  Function f = trace(
+      body,
+      {{{3, 2}, DType::f32}, {{1, 2}, DType::f32}, {{1, 1}, DType::f32}, {{0, 3}, DType::f32}},
+      kCl);
+  const std::vector<float> xv = {1, -2, 3, 0.5f, 4, -1}, bv = {0.25f, -3}, cv = {0.75f};
+  const Tensor x = tensor(xv, {2, 3}, kCl), b = tensor(bv, {1, 2}, kCl),
+               c = tensor(cv, {1, 1}, kCl), e = zeros({0, 3}, DType::f32, kCl);
+  sync({x, b, c, e});
+  const int64_t runs = C("CompiledGraphRuns");
+  std::vector<Tensor> got = f({transpose(x, 0, 1), b, c, e});
+  const std::vector<float> got0 = got[0].to_vector<float>();
+  EXPECT_EQ(got[1].shape(), (std::vector<int64_t>{0}));
+  EXPECT_TRUE(got[1].to_vector<float>().empty());
+  EXPECT_EQ(C("CompiledGraphRuns") - runs, 1);
+  const std::vector<float> want =
+      body({transpose(tensor(xv, {2, 3}, kHost), 0, 1), tensor(bv, {1, 2}, kHost),
+            tensor(cv, {1, 1}, kHost), zeros({0, 3}, DType::f32, kHost)})[0]
+          .to_vector<float>();
+  ASSERT_EQ(got0.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got0[i], want[i], 1e-5f) << i;
+}
+
 TEST_F(TraceTest, TracedFunctionInsideAnotherTrace) {
   Function inner = trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[1] * 2}; },
                          {{{2}, DType::f32}, {{2}, DType::f32}}, kCl);
