@@ -1,5 +1,6 @@
 #include "frontend/dispatch.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -204,7 +205,24 @@ Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device, std::span<const OpI
     if (record) RecordOp(impl, *std::move(node), inputs);
     return Tensor(std::move(impl));
   }
-  std::shared_ptr<TensorImpl> impl = NewImpl(*std::move(node), device);
+  // A table that reads no data (rotary cos and sin) is folded as the first op that reads data
+  // takes it (runtime/constant_fold.h); inside a trace the Function folds at its first call.
+  ir::NodePtr made = *std::move(node);
+  if (!made->reads_no_data && !TraceScope::active() &&
+      std::any_of(made->operands.begin(), made->operands.end(),
+                  [](const ir::NodePtr& o) { return o->holds_transcendental; })) {
+    runtime::FoldedOperands folded = runtime::FoldOperands(device.index(), made);
+    if (folded.node != nullptr) {
+      made = std::move(folded.node);
+      // The tensors that held the tables hold their buffers from now on: their next readers
+      // (every layer reads the same tables) fold nothing again.
+      for (const OpInput& in : inputs) {
+        if (ir::NodePtr over = runtime::OverFolded(in.node, folded))
+          RebindNode(*in.tensor->impl(), in.node, std::move(over));
+      }
+    }
+  }
+  std::shared_ptr<TensorImpl> impl = NewImpl(std::move(made), device);
   if (record) RecordOp(impl, impl->node, inputs);
   if (impl->node->pending > ir::kMaxPendingNodes && !TraceScope::active() &&
       ir::PastPendingLimit(*impl->node)) {

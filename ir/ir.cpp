@@ -171,12 +171,18 @@ NodePtr Finish(Node node) {
     h = absl::HashOf(h, 0x9e3779b97f4a7c15ull, absl::bit_cast<uint64_t>(node.value));
   }
   int64_t pending = IsLeaf(node.op) ? 0 : 1;
+  bool no_data = node.op != Op::kBuffer && node.op != Op::kRandomUniform;
+  bool transcendental = IsTranscendental(node.op);
   for (const NodePtr& operand : node.operands) {
     h = absl::HashOf(h, operand->hash);
     pending = std::min(kPendingSaturation, pending + operand->pending);
+    no_data = no_data && operand->reads_no_data;
+    transcendental = transcendental || operand->holds_transcendental;
   }
   node.hash = h;
   node.pending = pending;
+  node.reads_no_data = no_data;
+  node.holds_transcendental = no_data && transcendental;
   return std::make_shared<const Node>(std::move(node));
 }
 

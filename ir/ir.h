@@ -92,6 +92,12 @@ struct Node {
   // Non-leaf nodes in this node's graph, counted through every path (so shared nodes count
   // more than once) and saturating: an upper bound on the distinct ones, free to compute.
   int64_t pending = 0;
+  // Whether the node's graph reads no data (no Buffer leaf and no random numbers: only iota,
+  // constants and scalars), and whether such a graph holds a transcendental op
+  // (IsTranscendental): what constant folding looks for (runtime/constant_fold.h). Set with the
+  // hash; false for a graph that reads data.
+  bool reads_no_data = false;
+  bool holds_transcendental = false;
   NodeMemo memo;
 };
 

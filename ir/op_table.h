@@ -139,5 +139,28 @@ inline bool IsView(Op op) { return Category(op) == OpCategory::View; }
 inline bool IsLeaf(Op op) { return Category(op) == OpCategory::Leaf; }
 inline bool IsReduce(Op op) { return Category(op) == OpCategory::Reduce; }
 inline bool IsScan(Op op) { return Category(op) == OpCategory::Scan; }
+// The elementwise ops that cost a library call or a polynomial per element (exp, sin, sqrt, ...),
+// not a single instruction: what codegen weighs as expensive (kernels/fusion_rules.h OpCost) and
+// constant folding looks for (Node::holds_transcendental).
+inline bool IsTranscendental(Op op) {
+  switch (op) {
+    case Op::kExp:
+    case Op::kLog:
+    case Op::kSqrt:
+    case Op::kRsqrt:
+    case Op::kTanh:
+    case Op::kSigmoid:
+    case Op::kSilu:
+    case Op::kGelu:
+    case Op::kGeluTanh:
+    case Op::kSin:
+    case Op::kCos:
+    case Op::kErf:
+    case Op::kPow:
+      return true;
+    default:
+      return false;
+  }
+}
 
 }  // namespace lazycl::ir

@@ -84,26 +84,9 @@ bool DualPair(const Partition& p, const Node& a, const Node& b) {
 }  // namespace
 
 int OpCost(Op op) {
-  switch (op) {
-    case Op::kExp:
-    case Op::kLog:
-    case Op::kSqrt:
-    case Op::kRsqrt:
-    case Op::kTanh:
-    case Op::kSigmoid:
-    case Op::kSilu:
-    case Op::kGelu:
-    case Op::kGeluTanh:
-    case Op::kSin:
-    case Op::kCos:
-    case Op::kErf:
-    case Op::kPow:
-      return 8;
-    case Op::kDiv:
-      return 4;
-    default:
-      return ir::IsElementwise(op) ? 1 : 0;
-  }
+  if (ir::IsTranscendental(op)) return kExpensivePerElement;
+  if (op == Op::kDiv) return kExpensivePerElement / 2;
+  return ir::IsElementwise(op) ? 1 : 0;
 }
 
 void MaterializeBroadcastExpensiveNodes(Partition* p) {

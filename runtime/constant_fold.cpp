@@ -15,7 +15,6 @@
 #include "ir/op_table.h"
 #include "ir/post_order.h"
 #include "ir/shape.h"
-#include "kernels/fusion_rules.h"
 #include "runtime/storage.h"
 
 namespace lazycl::runtime {
@@ -134,6 +133,39 @@ ConstantCache& Cache() {
   return *cache;
 }
 
+// The node under `n`'s views where that is worth folding: it reads no data, holds a
+// transcendental, is not a leaf and has at most kMaxFoldedElements elements (a table expanded
+// over a batch is folded at its own size); nullptr otherwise.
+const Node* FoldRoot(const Node* n) {
+  while (ir::IsView(n->op)) n = n->operands[0].get();
+  const int64_t elements = ir::NumElements(n->shape);
+  return n->holds_transcendental && !ir::IsLeaf(n->op) && elements > 0 &&
+                 elements <= kMaxFoldedElements
+             ? n
+             : nullptr;
+}
+
+// The folded value of `c` (a FoldRoot): the cached one, else computed with `compute` and cached;
+// nullptr where its scalars keep changing (ConstantCache::Worth) or it cannot be computed on its
+// own (no room for one more buffer, say: folding is an optimisation, and the graph that reads it
+// reports its own error if it has one).
+std::shared_ptr<ir::Storage> FoldOne(int device, const Node& c, const ComputeNode& compute,
+                                     int64_t limit) {
+  const std::string key = ExactKey(device, c, /*scalar_values=*/true);
+  std::shared_ptr<ir::Storage> storage = Cache().Find(key);
+  if (storage != nullptr) {
+    base::metrics::Add("FoldedConstantReads", 1);
+    return storage;
+  }
+  if (!Cache().Worth(ExactKey(device, c, false), key)) return nullptr;
+  absl::StatusOr<std::shared_ptr<ir::Storage>> computed = compute(c);
+  if (!computed.ok()) return nullptr;
+  storage = *std::move(computed);
+  Cache().Insert(key, storage, limit);
+  base::metrics::Add("ConstantsFolded", 1);
+  return storage;
+}
+
 }  // namespace
 
 absl::StatusOr<Folded> FoldConstants(int device, const std::vector<const Node*>& outputs,
@@ -145,55 +177,28 @@ absl::StatusOr<Folded> FoldConstants(int device, const std::vector<const Node*>&
   for (const Node* out : outputs) graph = absl::HashOf(graph, out->hash);
   if (Cache().NothingToFold(graph)) return folded;
   const std::vector<const Node*> order = ir::PostOrder(outputs);
-  // Per node: kPure, reads no data; kExpensive, pure and holds a transcendental (OpCost).
-  enum : uint8_t { kPure = 1, kExpensive = 2 };
-  absl::flat_hash_map<const Node*, uint8_t> flags;
-  flags.reserve(order.size());
-  bool any = false;
-  for (const Node* n : order) {
-    uint8_t f = n->op != Op::kBuffer && n->op != Op::kRandomUniform ? kPure : 0;
-    if (kernels::OpCost(n->op) >= kernels::kExpensivePerElement) f |= kExpensive;
-    for (const ir::NodePtr& o : n->operands) {
-      const uint8_t of = flags.at(o.get());
-      f = static_cast<uint8_t>((f & of & kPure) | ((f | of) & kExpensive));
-    }
-    if (!(f & kPure)) f = 0;
-    flags.emplace(n, f);
-    any = any || f == (kPure | kExpensive);
-  }
-  auto pure = [&](const Node* n) { return (flags.at(n) & kPure) != 0; };
+  const bool any = std::any_of(order.begin(), order.end(),
+                               [](const Node* n) { return n->holds_transcendental; });
   if (!any) {
     Cache().SetNothingToFold(graph);
     return folded;
   }
-  // The largest pure subexpressions: read by a node that is not pure (or an output), looked
-  // through views (a table expanded over a batch is folded at its own size).
-  auto worth = [&](const Node* n) {
-    while (ir::IsView(n->op)) n = n->operands[0].get();
-    const int64_t elements = ir::NumElements(n->shape);
-    return (flags.at(n) & kExpensive) && !ir::IsLeaf(n->op) && elements > 0 &&
-                   elements <= kMaxFoldedElements
-               ? n
-               : nullptr;
-  };
+  // The largest subexpressions that read no data: read by a node that does (or an output).
   std::vector<const Node*> candidates;
-  absl::flat_hash_map<const Node*, bool> seen;
+  absl::flat_hash_set<const Node*> seen;
   auto add = [&](const Node* n) {
-    if (n != nullptr && !seen[n]) {
-      seen[n] = true;
-      candidates.push_back(n);
-    }
+    if (n != nullptr && seen.insert(n).second) candidates.push_back(n);
   };
   for (const Node* n : order) {
-    if (pure(n)) continue;
+    if (n->reads_no_data) continue;
     for (const ir::NodePtr& o : n->operands) {
-      if (pure(o.get())) add(worth(o.get()));
+      if (o->reads_no_data) add(FoldRoot(o.get()));
     }
   }
   // An output that qualifies is returned as the folded value itself; one that is a view of a
   // folded value still gets its own buffer, computed (a copy) from the folded one.
   for (const Node* out : outputs) {
-    if (pure(out)) add(worth(out));
+    if (out->reads_no_data) add(FoldRoot(out));
   }
   if (candidates.empty()) {
     Cache().SetNothingToFold(graph);
@@ -203,22 +208,10 @@ absl::StatusOr<Folded> FoldConstants(int device, const std::vector<const Node*>&
   absl::flat_hash_map<const Node*, ir::NodePtr> replace;
   absl::flat_hash_map<const Node*, std::shared_ptr<ir::Storage>> storage_of;
   for (const Node* c : candidates) {
-    const std::string key = ExactKey(device, *c, /*scalar_values=*/true);
-    std::shared_ptr<ir::Storage> storage = Cache().Find(key);
-    if (storage == nullptr && !Cache().Worth(ExactKey(device, *c, false), key)) continue;
-    if (storage == nullptr) {
-      // Folding is an optimisation: a value that cannot be computed on its own (no room for
-      // one more buffer, say) stays in the graph, which reports its own error if it has one.
-      absl::StatusOr<std::shared_ptr<ir::Storage>> computed = compute(*c);
-      if (!computed.ok()) continue;
-      storage = *std::move(computed);
-      Cache().Insert(key, storage, limit);
-      base::metrics::Add("ConstantsFolded", 1);
-    } else {
-      base::metrics::Add("FoldedConstantReads", 1);
-    }
-    storage_of[c] = storage;
+    std::shared_ptr<ir::Storage> storage = FoldOne(device, *c, compute, limit);
+    if (storage == nullptr) continue;
     replace[c] = ir::MakeBuffer(storage, c->dtype, c->shape);
+    storage_of[c] = std::move(storage);
   }
   // Every candidate's scalars keep changing, or none could be computed on its own: this
   // graph is run as it is from now on.
@@ -243,6 +236,37 @@ absl::StatusOr<Folded> FoldConstants(int device, const std::vector<const Node*>&
   std::vector<ir::NodePtr> rebuilt = ir::Substitute(copies, replace);
   for (size_t i = 0; i < copied.size(); ++i) folded.roots[copied[i]] = std::move(rebuilt[i]);
   return folded;
+}
+
+FoldedOperands FoldOperands(int device, const ir::NodePtr& node, const ComputeNode& compute) {
+  FoldedOperands out;
+  if (node->reads_no_data) return out;
+  const int64_t limit = base::CurrentSettings().constant_cache_bytes;
+  if (limit <= 0) return out;
+  for (const ir::NodePtr& o : node->operands) {
+    if (!o->holds_transcendental) continue;
+    const Node* root = FoldRoot(o.get());
+    if (root == nullptr || out.leaves.contains(root)) continue;
+    std::shared_ptr<ir::Storage> storage = FoldOne(device, *root, compute, limit);
+    if (storage != nullptr)
+      out.leaves[root] = ir::MakeBuffer(std::move(storage), root->dtype, root->shape);
+  }
+  if (out.leaves.empty()) return out;
+  out.node = ir::WithOperands(*node, [&](const ir::NodePtr& o) {
+    ir::NodePtr over = OverFolded(o, out);
+    return over != nullptr ? over : o;
+  });
+  return out;
+}
+
+ir::NodePtr OverFolded(const ir::NodePtr& n, const FoldedOperands& folded) {
+  if (!n->holds_transcendental) return nullptr;
+  const Node* root = n.get();
+  while (ir::IsView(root->op)) root = root->operands[0].get();
+  auto it = folded.leaves.find(root);
+  if (it == folded.leaves.end()) return nullptr;
+  // The views are rebuilt over the leaf: a few nodes (a table's reshape and expand).
+  return root == n.get() ? it->second : ir::Substitute({n}, {{root, it->second}})[0];
 }
 
 int64_t ConstantCacheBytes() { return Cache().bytes(); }

@@ -5,14 +5,19 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "ir/ir.h"
 
 // Constant folding across graphs, as XLA folds constants at compile time: a subexpression that
-// reads no data (no Buffer leaf, no user scalar, no random numbers: only iota and constants) and
-// holds a transcendental, such as a model's rotary tables cos(pos * exp(-i * c)), is computed
-// once per device and process, and every later graph reads that buffer instead of launching a
-// kernel for it (a sampling loop built the same tables every token). The cache holds up to
+// reads no data (no Buffer leaf, no random numbers: only iota, constants and scalars) and holds a
+// transcendental, such as a model's rotary tables cos(pos * exp(-i * c)), is computed once per
+// device and process, and every later graph reads that buffer instead of launching a kernel for
+// it (a sampling loop built the same tables every token). It is folded where it meets data: as
+// the first op that reads data takes it (FoldOperands, called by the frontend as it makes the
+// op), else when a graph that reads it runs (FoldConstants: a graph's output, or an expression
+// made inside a trace, folded at the Function's first call). A subexpression whose scalars keep
+// changing stops being folded after a few values. The cache holds up to
 // LAZYCL_CONSTANT_CACHE_BYTES (base::Settings; 0 turns folding off), least recently used out.
 namespace lazycl::runtime {
 
@@ -36,6 +41,25 @@ struct Folded {
 // place (copy_from_host, donations) only into buffers that nobody else holds.
 absl::StatusOr<Folded> FoldConstants(int device, const std::vector<const ir::Node*>& outputs,
                                      const ComputeNode& compute);
+
+// What FoldOperands made of one op.
+struct FoldedOperands {
+  // The op with its folded operands read from their buffers; nullptr where nothing folded.
+  ir::NodePtr node;
+  // Per folded subexpression, the Buffer leaf of its value.
+  absl::flat_hash_map<const ir::Node*, ir::NodePtr> leaves;
+};
+
+// Folds the operands of `node` (one op, just made, that reads data) that qualify, computing those
+// not folded yet with `compute`: the frontend folds a table as the first op that reads data
+// takes it, so that the graph is never rebuilt around it at run time (FoldConstants' Substitute
+// was a tenth of a `for`-loop sampling token's host time).
+FoldedOperands FoldOperands(int device, const ir::NodePtr& node, const ComputeNode& compute);
+
+// `n` (a folded subexpression or a view of one) read from the folded buffer; nullptr where
+// `folded` did not fold what `n` reads. The frontend rebinds the tensor that held the table, so
+// that its next reader finds the buffer.
+ir::NodePtr OverFolded(const ir::NodePtr& n, const FoldedOperands& folded);
 
 // The bytes the cache holds, and emptying it (tests).
 int64_t ConstantCacheBytes();

@@ -786,6 +786,10 @@ absl::Status Execute(int device_index, CachedPlan& chosen, std::span<const Bindi
   return absl::OkStatus();
 }
 
+FoldedOperands FoldOperands(int device, const ir::NodePtr& node) {
+  return FoldOperands(device, node, ComputeAlone(device));
+}
+
 absl::StatusOr<std::vector<ir::NodePtr>> FoldOnce(int device,
                                                   const std::vector<ir::NodePtr>& roots) {
   std::vector<const Node*> raw;

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/graph.h"
+#include "runtime/constant_fold.h"
 #include "runtime/donation.h"
 #include "runtime/storage.h"
 
@@ -43,6 +44,9 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> Materialize(
 // rebuilds every node between a folded value and the outputs.
 absl::StatusOr<std::vector<ir::NodePtr>> FoldOnce(int device,
                                                   const std::vector<ir::NodePtr>& roots);
+
+// runtime/constant_fold.h's FoldOperands, computing what is not folded yet on `device`.
+FoldedOperands FoldOperands(int device, const ir::NodePtr& node);
 
 // Whether kernels for `device` use the CPU strategies (LAZYCL_CODEGEN, else the device's type).
 bool UsesCpuStrategy(backend::Device& device);

@@ -4,6 +4,7 @@
 // host interpreter's; a folded value shared with the cache is never written in place; random
 // numbers are never folded; a scalar that keeps changing stops being folded.
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -130,6 +131,61 @@ TEST(ConstantFold, CheapOrLargeSubexpressionsStayInTheirKernels) {
   const Tensor big = cos(cast(arange(int64_t{1} << 21, DType::i32, kCl), DType::f32));
   (void)sum(big * data).item<float>();
   EXPECT_EQ(C("ConstantsFolded") - folded, 0);
+}
+
+// The first op that reads data and takes a table folds it as the op is made: the table is
+// computed (or read from the cache) then, the op reads its buffer, and the table's tensor holds
+// that buffer from then on, so that its next readers (every layer of a model reads the same
+// rotary tables) neither fold again nor carry the table's expression into their graphs.
+TEST(ConstantFold, AnOpThatReadsATableFoldsItAsItIsMade) {
+  runtime::ClearConstantCache();
+  const Device h = Device::host();
+  const Tensor x = randn({2, 16, 8}, 7, DType::f32, kCl);
+  const Tensor w = randn({8, 16}, 8, DType::f32, kCl);
+  sync({x, w});
+  const int64_t folded = C("ConstantsFolded"), reads = C("FoldedConstantReads");
+  const int64_t launches = C("KernelLaunches");
+  Tensor t = Table(kCl, 16, 8, 0.3);
+  EXPECT_EQ(C("KernelLaunches") - launches, 0);  // a table alone is lazy
+  Tensor y = x * t;
+  EXPECT_EQ(C("ConstantsFolded") - folded, 1);
+  EXPECT_EQ(C("KernelLaunches") - launches, 1);  // the table's kernel; y is still pending
+  // Later readers of t, through views too, read its buffer: nothing folds or is read again.
+  Tensor z = w * transpose(t, 0, 1) + 2.0;
+  Tensor u = exp(t) * x;  // a new expression over the folded table reads data: not folded
+  EXPECT_EQ(C("ConstantsFolded") - folded, 1);
+  EXPECT_EQ(C("FoldedConstantReads") - reads, 0);
+  sync({y, z, u});
+  const Tensor th = Table(h, 16, 8, 0.3);
+  ExpectNear(y.to_vector<float>(), (x.to(h) * th).to_vector<float>());
+  ExpectNear(z.to_vector<float>(), (w.to(h) * transpose(th, 0, 1) + 2.0).to_vector<float>());
+  ExpectNear(u.to_vector<float>(), (exp(th) * x.to(h)).to_vector<float>());
+  ExpectNear(t.to_vector<float>(), th.to_vector<float>());
+  // The same table built again is read from the cache at its first reader.
+  Tensor again = x * Table(kCl, 16, 8, 0.3);
+  EXPECT_EQ(C("ConstantsFolded") - folded, 1);
+  EXPECT_EQ(C("FoldedConstantReads") - reads, 1);
+  ExpectNear(again.to_vector<float>(), (x.to(h) * th).to_vector<float>());
+}
+
+// Gradients flow through an op whose table operand was folded as it was made (the table has
+// none of its own), on the device as on the host.
+TEST(ConstantFold, GradientsPassThroughAnOpThatFoldedItsTable) {
+  runtime::ClearConstantCache();
+  const Device h = Device::host();
+  auto grads = [](Device d) {
+    Tensor w = randn({16, 8}, 21, DType::f32, d).requires_grad_();
+    const Tensor t = Table(d, 16, 8, 0.7);
+    Tensor loss = sum(sin(w * t) * t);
+    loss.backward();
+    return std::pair{loss.item<float>(), w.grad().to_vector<float>()};
+  };
+  const int64_t folded = C("ConstantsFolded");
+  const auto [loss, grad] = grads(kCl);
+  EXPECT_EQ(C("ConstantsFolded") - folded, 1);
+  const auto [want_loss, want_grad] = grads(h);
+  EXPECT_NEAR(loss, want_loss, 1e-4 * (1 + std::abs(want_loss)));
+  ExpectNear(grad, want_grad);
 }
 
 // A traced Function folds its constant subexpressions once, at its first call: later calls read

@@ -185,12 +185,16 @@ TEST(FusionTest, SoftmaxOverLongRowsIsOneKernelOnCpu) {
 
 // An expensive table broadcast into a much larger kernel (rotary embedding's cos(pos * freq) of
 // [T, D] read by [B, H, T, D]) is computed once at its own size, not once per element of the
-// large kernel: two kernels. (It was one kernel, recomputing exp and cos 32x over.)
+// large kernel: two kernels. (It was one kernel, recomputing exp and cos 32x over.) The
+// positions are data here: a table of iota alone is folded as `x *` takes it
+// (constant_fold_test), before any kernel of this graph.
 TEST(FusionTest, ExpensiveTableBroadcastIntoALargeKernelIsComputedOnce) {
   const int64_t b = 8, h = 4, t = 64, d = 32;
   const std::vector<float> xv = Values(b * h * t * d, 0.01f, -0.5f);
   Tensor x = tensor(xv, {b, h, t, d}, kCl);
-  Tensor pos = reshape(cast(arange(t, DType::i32, kCl), DType::f32), {t, 1});
+  std::vector<float> positions(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) positions[static_cast<size_t>(i)] = static_cast<float>(i);
+  Tensor pos = tensor(positions, {t, 1}, kCl);
   Tensor freq = reshape(exp(cast(arange(d, DType::i32, kCl), DType::f32) * -0.25), {1, d});
   Tensor y = x * cos(pos * freq);
   EXPECT_EQ(KernelsFor(y), 2);
