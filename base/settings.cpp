@@ -117,6 +117,14 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
     }
   }
 
+  if (auto v = Get(lookup, "LAZYCL_MAX_PENDING_NODES")) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(*v, &n) || n < 16 || n > (int64_t{1} << 20)) {
+      return Malformed("LAZYCL_MAX_PENDING_NODES", *v, "an integer from 16 to 1048576");
+    }
+    settings.max_pending_nodes = n;
+  }
+
   if (auto v = Get(lookup, "LAZYCL_DEBUG")) {
     int level = 0;
     if (!absl::SimpleAtoi(*v, &level) || level < 0 || level > 3) {

@@ -28,6 +28,12 @@ inline constexpr int64_t kDefaultKernelCacheMaxBytes = int64_t{1} << 30;  // 1 G
 inline constexpr int64_t kDefaultProgramCacheSize = 2048;
 inline constexpr int64_t kDefaultGraphCacheSize = 4096;
 inline constexpr int64_t kDefaultConstantCacheBytes = int64_t{16} << 20;  // 16 MiB
+// The automatic cut's bound (ir::MaxPendingNodes). At 1024 a 4-layer char-LM sampling forward
+// built op by op (~600 nodes) is one graph, 45 kernels a token instead of 55 and 10-15% less
+// host time; but four threads cutting graphs that share a pending value at once then failed to
+// emit a kernel ("needs more than the device's 1024 bytes of kernel arguments",
+// threads_test's AutomaticCutsOfGraphsThatShareAValue, 9 runs of 30), so the default stays.
+inline constexpr int64_t kDefaultMaxPendingNodes = 512;
 
 // Every LAZYCL_* environment variable, parsed once into one struct (README has the table).
 // Components take the Settings they need by value, so tests can build their own.
@@ -48,6 +54,9 @@ struct Settings {
   // LAZYCL_CONSTANT_CACHE_BYTES (K/M/G suffix): folded constants (runtime/constant_fold.h) kept
   // per process; 0 turns constant folding off.
   int64_t constant_cache_bytes = kDefaultConstantCacheBytes;
+  // LAZYCL_MAX_PENDING_NODES: a pending graph grown past this many nodes outside a trace is
+  // computed at once (the automatic cut), from 16 to 2^20.
+  int64_t max_pending_nodes = kDefaultMaxPendingNodes;
   int debug = 0;         // LAZYCL_DEBUG: 0..3
   bool profile = false;  // LAZYCL_PROFILE: 0 or 1; 1 times every kernel, prints a table at exit
   std::string dump_dir;  // LAZYCL_DUMP_DIR: "" = no dumps

@@ -224,14 +224,14 @@ Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device, std::span<const OpI
   }
   std::shared_ptr<TensorImpl> impl = NewImpl(std::move(made), device);
   if (record) RecordOp(impl, impl->node, inputs);
-  if (impl->node->pending > ir::kMaxPendingNodes && !TraceScope::active() &&
+  if (impl->node->pending > ir::MaxPendingNodes() && !TraceScope::active() &&
       ir::PastPendingLimit(*impl->node)) {
     base::metrics::Add("AutomaticCuts", 1);
     // The user did not ask for this computation: say why it ran, so that an error from it
     // (a placeholder read, most often) is not a mystery on an arithmetic line.
     if (absl::Status s = MaterializeCut(*impl); !s.ok()) {
       base::Throw(absl::Status(
-          s.code(), absl::StrCat("this result's pending graph grew past ", ir::kMaxPendingNodes,
+          s.code(), absl::StrCat("this result's pending graph grew past ", ir::MaxPendingNodes(),
                                  " nodes, so lazycl computed it now (an automatic cut that bounds "
                                  "memory; inside trace/call/scan graphs are not cut): ",
                                  s.message())));

@@ -15,7 +15,7 @@ namespace lazycl::frontend {
 // every tensor is left untouched. `wait` as runtime::Materialize.
 absl::Status Materialize(const std::vector<TensorImpl*>& tensors, bool wait = true);
 
-// The automatic cut of `t`, a pending device tensor whose graph grew past ir::kMaxPendingNodes:
+// The automatic cut of `t`, a pending device tensor whose graph grew past ir::MaxPendingNodes():
 // computes it as Materialize does, and in the same graph every node of its graph that something
 // else still holds (a live tensor, another pending graph, the autograd tape), keeping those
 // values in their nodes (ir::NodeMemo) so that later graphs read them instead of computing

@@ -17,6 +17,7 @@
 #include "base/flat_release.h"
 #include "base/half.h"
 #include "base/metrics_registry.h"
+#include "base/settings.h"
 #include "base/status.h"
 #include "ir/post_order.h"
 
@@ -240,7 +241,7 @@ bool CountPending(const Node& node, int depth);
 // own operands learned rather than a path count that doubles with each layer.
 int64_t Weight(const Node& n, int depth) {
   if (n.pending == 0 || n.memo.computed()) return 0;
-  if (n.memo.distinct() < 0 && n.pending > kMaxPendingNodes && depth < kMaxCountDepth)
+  if (n.memo.distinct() < 0 && n.pending > MaxPendingNodes() && depth < kMaxCountDepth)
     CountPending(n, depth + 1);
   const int64_t d = n.memo.distinct();
   return d >= 0 ? d : n.pending;
@@ -271,13 +272,13 @@ bool CountPending(const Node& node, int depth) {
     bound = std::min(bound, joined);
     node.memo.set_counted_by(counted);
   }
-  if (bound > kMaxPendingNodes) {
+  if (bound > MaxPendingNodes()) {
     // Count them, each once; an operand known to be past the limit (by its memo: its own
     // pending may count shared nodes many times) is past it either way.
     bool operand_past = false;
     for (const NodePtr& operand : node.operands) {
       operand_past = operand_past ||
-                     (!operand->memo.computed() && operand->memo.distinct() > kMaxPendingNodes);
+                     (!operand->memo.computed() && operand->memo.distinct() > MaxPendingNodes());
     }
     if (!operand_past) {
       // Each node marked with this walk's number as it is first met (NodeMemo::Visit): a
@@ -293,7 +294,7 @@ bool CountPending(const Node& node, int depth) {
         if (counts(*operand)) stack.push_back(operand.get());
       }
       int64_t count = 1;
-      while (!stack.empty() && count <= kMaxPendingNodes) {
+      while (!stack.empty() && count <= MaxPendingNodes()) {
         const Node* n = stack.back();
         stack.pop_back();
         if (!n->memo.Visit(walk)) continue;
@@ -310,12 +311,17 @@ bool CountPending(const Node& node, int depth) {
     }
   }
   node.memo.set_distinct(bound);
-  return bound > kMaxPendingNodes;
+  return bound > MaxPendingNodes();
 }
 
 }  // namespace
 
 bool PastPendingLimit(const Node& node) { return CountPending(node, 0); }
+
+int64_t MaxPendingNodes() {
+  static const int64_t limit = base::CurrentSettings().max_pending_nodes;
+  return limit;
+}
 
 std::vector<NodePtr> ReadComputed(const std::vector<NodePtr>& roots) {
   if (live_computed.load(std::memory_order_relaxed) == 0) return roots;

@@ -103,13 +103,13 @@ struct Node {
 
 // Graphs of more pending nodes than this are computed at once when a tensor is made (the
 // frontend's automatic cut), so that a loop such as `for (...) a = a + b;` runs in bounded
-// memory and bounded kernel size.
-inline constexpr int64_t kMaxPendingNodes = 512;
+// memory and bounded kernel size: LAZYCL_MAX_PENDING_NODES (base::Settings), read once.
+int64_t MaxPendingNodes();
 
-// Whether `node`'s graph holds more than kMaxPendingNodes distinct non-leaf nodes (nodes with a
+// Whether `node`'s graph holds more than MaxPendingNodes() distinct non-leaf nodes (nodes with a
 // computed value count as leaves). Node::pending counts a node once per path, and a transformer
 // layer reads its input from a dozen places, so the cheap count doubles with each layer; past
-// the limit the distinct nodes are counted (at most kMaxPendingNodes + 1 of them) and the count
+// the limit the distinct nodes are counted (at most MaxPendingNodes() + 1 of them) and the count
 // kept in node.memo, whose later users start from it.
 bool PastPendingLimit(const Node& node);
 

@@ -24,7 +24,7 @@
 // 0 * inf = NaN there where Sigmoid's own rule g y (1 - y) gives 0 (tests/op_tables_test.cpp
 // measures both). Relu: its composite where(x > 0, x, 0) reads x twice, and a node's pending
 // count (ir.h: counted through every path) doubles with each relu of a chain; past
-// kMaxPendingNodes every new tensor then counts its graph's distinct nodes one by one
+// MaxPendingNodes() every new tensor then counts its graph's distinct nodes one by one
 // (PastPendingLimit), where the primitive's count stays exact for free (before that count
 // existed, ten relus cut the graph while it was built). Silu and Gelu (erf and tanh forms) are
 // primitive for the same reason: their composites read x twice, and they sit in every layer.

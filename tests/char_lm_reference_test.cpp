@@ -152,8 +152,8 @@ TEST_P(CharLmReference, FirstLossAndGradientsMatchJax) {
 }
 
 // The layers as a plain loop (no scan): one graph of every layer's nodes, which the automatic
-// cut splits (ir::kMaxPendingNodes); each cut keeps the values later graphs read, and the loss
-// and gradients are the same.
+// cut splits (ir::MaxPendingNodes(), 256 under CTest: tests/CMakeLists.txt); each cut keeps the
+// values later graphs read, and the loss and gradients are the same.
 TEST_P(CharLmReference, ForLoopLayersMatchJax) {
   const Case c = ReadCase();
   const Device device = GetParam();

@@ -394,8 +394,9 @@ TEST(OpTablesTest, SigmoidGradientIsZeroWhereTheCompositeGivesNaN) {
 
 // The measured reason Relu stays a primitive: its composite where(x > 0, x, 0) reads x twice, so
 // a node's pending count (counted through every path, ir.h) doubles with each relu of a chain:
-// 2^(n+1) - 2 after n, where the primitive's is n. Past kMaxPendingNodes (512) each new tensor
-// counts its graph's distinct nodes one by one (ir::PastPendingLimit) to learn whether to cut.
+// 2^(n+1) - 2 after n, where the primitive's is n. Past ir::MaxPendingNodes() (512 by default)
+// each new tensor counts its graph's distinct nodes one by one (ir::PastPendingLimit) to learn
+// whether to cut.
 TEST(OpTablesTest, ReluReadsItsOperandOnce) {
   const Device cl = test::DefaultCl();
   Tensor x = tensor(std::vector<float>{1, -2, 0.5f}, {3}, cl);

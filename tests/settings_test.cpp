@@ -157,13 +157,18 @@ TEST(SettingsTest, CacheBounds) {
   EXPECT_EQ(defaults.constant_cache_bytes, base::kDefaultConstantCacheBytes);
   EXPECT_EQ(Parse({{"LAZYCL_CONSTANT_CACHE_BYTES", "2M"}})->constant_cache_bytes, int64_t{2} << 20);
   EXPECT_EQ(Parse({{"LAZYCL_CONSTANT_CACHE_BYTES", "0"}})->constant_cache_bytes, 0);
+  EXPECT_EQ(defaults.max_pending_nodes, base::kDefaultMaxPendingNodes);
+  EXPECT_EQ(Parse({{"LAZYCL_MAX_PENDING_NODES", "512"}})->max_pending_nodes, 512);
   for (auto [name, bad] :
        {std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "0"},
         std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "lots"},
         std::pair{"LAZYCL_PROGRAM_CACHE_SIZE", "0"}, std::pair{"LAZYCL_PROGRAM_CACHE_SIZE", "-3"},
         std::pair{"LAZYCL_GRAPH_CACHE_SIZE", "many"},
         std::pair{"LAZYCL_CONSTANT_CACHE_BYTES", "-1"},
-        std::pair{"LAZYCL_CONSTANT_CACHE_BYTES", "plenty"}}) {
+        std::pair{"LAZYCL_CONSTANT_CACHE_BYTES", "plenty"},
+        std::pair{"LAZYCL_MAX_PENDING_NODES", "15"},
+        std::pair{"LAZYCL_MAX_PENDING_NODES", "2000000"},
+        std::pair{"LAZYCL_MAX_PENDING_NODES", "many"}}) {
     absl::StatusOr<base::Settings> s = Parse({{name, bad}});
     ASSERT_FALSE(s.ok()) << name << "=" << bad;
     EXPECT_NE(Message(s.status()).find(name), std::string::npos) << Message(s.status());
