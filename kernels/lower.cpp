@@ -54,19 +54,8 @@ class Emission {
           grouped[g] = true;
         }
         specs = {EmitMatmulGroup(roots, outs, Operand(*p_.node(r).operands[0]), bs, target_)};
-      } else if (const std::vector<int> ew = ElementwiseGroup(r, grouped); ew.size() > 1) {
-        std::vector<const Node*> roots;
-        std::vector<BufferRef> outs;
-        InputMap inputs;
-        for (int g : ew) {
-          roots.push_back(&p_.node(g));
-          outs.push_back(g == r ? out : memory_.Place(g));
-          inputs.merge(Inputs(g));
-          grouped[g] = true;
-        }
-        for (const Node* root : roots) inputs.erase(root);
-        specs = {EmitElementwiseGroup(roots, outs, inputs, target_)};
-        described = ew;
+      } else if (std::optional<KernelSpec> spec = GroupKernel(r, out, grouped, &described)) {
+        specs = {*std::move(spec)};
       } else {
         specs = EmitRoot(r, out);
       }
@@ -108,6 +97,35 @@ class Emission {
       group.push_back(g);
     }
     return group;
+  }
+
+  // The kernel of root r's elementwise group (ElementwiseGroup), its members marked `grouped`
+  // and listed in `described`; nullopt where r has no group. A group whose kernel arguments
+  // would not fit the device loses its last members until they do: the group bounds its
+  // buffers, not its scalars, and the pieces of a long chain cut by the depth cap
+  // (MaterializeDeepChains: 128 ops, a scalar each in `t * s + c`) group back into one kernel
+  // (four of them made 346 arguments, past PoCL's 1024 bytes, and Lower's split, which looks
+  // only inside r's region, found nothing to split).
+  std::optional<KernelSpec> GroupKernel(int r, BufferRef out, std::vector<bool>& grouped,
+                                        std::vector<int>* described) {
+    std::vector<int> ew = ElementwiseGroup(r, grouped);
+    for (; ew.size() > 1; ew.pop_back()) {
+      std::vector<const Node*> roots;
+      std::vector<BufferRef> outs;
+      InputMap inputs;
+      for (int g : ew) {
+        roots.push_back(&p_.node(g));
+        outs.push_back(g == r ? out : memory_.Place(g));
+        inputs.merge(Inputs(g));
+      }
+      for (const Node* root : roots) inputs.erase(root);
+      KernelSpec spec = EmitElementwiseGroup(roots, outs, inputs, target_);
+      if (ArgsTooBig(spec, target_)) continue;
+      for (int g : ew) grouped[g] = true;
+      *described = ew;
+      return spec;
+    }
+    return std::nullopt;
   }
 
   // Root `r` and the later elementwise roots of its shape that one kernel computes with it

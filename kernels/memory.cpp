@@ -49,6 +49,7 @@ Memory::Memory(const Partition& p, Plan* plan) : p_(p), plan_(plan) {
 }
 
 BufferRef Memory::Place(int r) {
+  if (auto placed = refs_.find(r); placed != refs_.end()) return placed->second;
   BufferRef ref;
   if (auto out = output_of_.find(r); out != output_of_.end()) {
     ref = BufferRef{BufferRef::Kind::kOutput, out->second};

@@ -21,7 +21,8 @@ class Memory {
   Memory(const Partition& p, Plan* plan);
 
   // Gives root `r` its buffer: its output, the output that is only a Reshape of it (it writes
-  // that output's bytes, and the output needs no copy kernel), or a new temp.
+  // that output's bytes, and the output needs no copy kernel), or a new temp; the same buffer
+  // when asked again.
   BufferRef Place(int r);
   // Whether output `r` is such a Reshape, already written by the root below it.
   bool WrittenByReshapedRoot(int r) const { return aliased_outputs_.contains(r); }
