@@ -394,7 +394,7 @@ TEST(OpTablesTest, SigmoidGradientIsZeroWhereTheCompositeGivesNaN) {
 
 // The measured reason Relu stays a primitive: its composite where(x > 0, x, 0) reads x twice, so
 // a node's pending count (counted through every path, ir.h) doubles with each relu of a chain:
-// 2^(n+1) - 2 after n, where the primitive's is n. Past ir::MaxPendingNodes() (512 by default)
+// 2^(n+1) - 2 after n, where the primitive's is n. Past ir::MaxPendingNodes() (1024 by default)
 // each new tensor counts its graph's distinct nodes one by one (ir::PastPendingLimit) to learn
 // whether to cut.
 TEST(OpTablesTest, ReluReadsItsOperandOnce) {

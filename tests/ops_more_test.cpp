@@ -92,7 +92,7 @@ TEST(OpsMoreTest, UnaryDeviceMatchesHost) {
 
 // The measured reason silu and gelu are primitive ops (ir/op_table.h): their composites read x
 // twice, so a chain's pending count (ir.h, counted through every path) doubles per op, 2^(n+1) - 2
-// after n, and past ir::MaxPendingNodes() (512 by default) each new tensor would count its graph
+// after n, and past ir::MaxPendingNodes() (1024 by default) each new tensor would count its graph
 // node by node (ir::PastPendingLimit); the primitives count n, exactly, for free.
 TEST(OpsMoreTest, SiluAndGeluReadTheirOperandOnce) {
   Tensor x = tensor(std::vector<float>{1, -2, 0.5f}, {3}, Cl());

@@ -42,7 +42,7 @@ TEST(UnboundedGraphTest, HundredThousandAddsRunInBoundedMemoryAndFewCompiles) {
 }
 
 // y * sigmoid(y) * 0.5 + y * 0.25 reads y three times, so the pending count through every path
-// (ir::Node::pending) triples per step, past ir::MaxPendingNodes() (512) after six; the distinct
+// (ir::Node::pending) triples per step, past ir::MaxPendingNodes() (1024) after seven; the distinct
 // nodes grow by six per step, 72 after twelve: no cut.
 TEST(UnboundedGraphTest, ANodeReadFromManyPathsCountsOnceTowardTheCut) {
   const std::vector<float> values = {1.5f, -2.0f, 0.25f, 3.0f};
