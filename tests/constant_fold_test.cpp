@@ -168,6 +168,27 @@ TEST(ConstantFold, AnOpThatReadsATableFoldsItAsItIsMade) {
   ExpectNear(again.to_vector<float>(), (x.to(h) * th).to_vector<float>());
 }
 
+// Folding as an op is made, at the edges: a table of one element broadcast over data, an empty
+// table (never folded: nothing to compute), and a table read by empty data; values are the
+// host's, read through a view that is not contiguous (transpose of a transpose).
+TEST(ConstantFold, SizeOneAndEmptyTablesAndEmptyData) {
+  runtime::ClearConstantCache();
+  const Device h = Device::host();
+  struct Case {
+    int64_t t, f, batch, folds;
+  };
+  for (const Case c : {Case{1, 1, 3, 1}, Case{0, 8, 2, 0}, Case{4, 1, 2, 1}, Case{5, 3, 0, 1}}) {
+    const Tensor x = randn({c.batch, c.t, c.f}, 3, DType::f32, kCl);
+    sync({x});
+    const int64_t folded = C("ConstantsFolded");
+    const Tensor table = Table(kCl, c.t, c.f, 0.3);
+    const Tensor y = x * transpose(transpose(table, 0, 1), 0, 1) + table;
+    EXPECT_EQ(C("ConstantsFolded") - folded, c.folds) << c.t << "x" << c.f << " batch " << c.batch;
+    const Tensor th = Table(h, c.t, c.f, 0.3);
+    ExpectNear(y.to_vector<float>(), (x.to(h) * th + th).to_vector<float>());
+  }
+}
+
 // Gradients flow through an op whose table operand was folded as it was made (the table has
 // none of its own), on the device as on the host.
 TEST(ConstantFold, GradientsPassThroughAnOpThatFoldedItsTable) {
