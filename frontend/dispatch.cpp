@@ -206,11 +206,23 @@ Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device, std::span<const OpI
     return Tensor(std::move(impl));
   }
   // A table that reads no data (rotary cos and sin) is folded as the first op that reads data
-  // takes it (runtime/constant_fold.h); inside a trace the Function folds at its first call.
+  // takes it (runtime/constant_fold.h), in a scan's body too; inside a trace or call, which
+  // computes nothing, the Function folds at its first call.
+  // A scan's backward finds the tensors its body captured by their nodes: there a table that
+  // takes part in the gradient stays as it is (the step loop hoists it).
+  auto folds_here = [&] {
+    if (!TraceScope::active()) return true;
+    return TraceScope::folds_tables() &&
+           std::none_of(inputs.begin(), inputs.end(), [](const OpInput& in) {
+             return in.node->holds_transcendental && in.tensor->impl()->requires_grad &&
+                    is_grad_enabled();
+           });
+  };
   ir::NodePtr made = *std::move(node);
-  if (!made->reads_no_data && !TraceScope::active() &&
+  if (!made->reads_no_data &&
       std::any_of(made->operands.begin(), made->operands.end(),
-                  [](const ir::NodePtr& o) { return o->holds_transcendental; })) {
+                  [](const ir::NodePtr& o) { return o->holds_transcendental; }) &&
+      folds_here()) {
     runtime::FoldedOperands folded = runtime::FoldOperands(device.index(), made);
     if (folded.node != nullptr) {
       made = std::move(folded.node);

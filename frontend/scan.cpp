@@ -212,7 +212,7 @@ TracedBody TraceBody(const ScanFn& fn, const std::vector<Tensor>& init_d,
                      const std::vector<Tensor>& xs_d, Device device, const ScanOptions& options,
                      bool record) {
   TracedBody body;
-  frontend::TraceScope scope;
+  frontend::TraceScope scope(frontend::TraceScope::Kind::kScanBody);
   for (const Tensor& c : init_d)
     body.carry_in.push_back(TraceInput(c.shape(), c.dtype(), device, options));
   for (const Tensor& x : xs_d)

@@ -1,6 +1,7 @@
 #include "runtime/constant_fold.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -133,6 +134,52 @@ ConstantCache& Cache() {
   return *cache;
 }
 
+// The tables FoldOperands folded last, found by node rather than by structure: every layer reads
+// the same table through a tensor of its own (a cast to its dtype, a view), so the same node
+// comes back a few times a graph, and ExactKey's walk of it was most of a fold (a `for`-loop
+// sampling token folded its two tables eight times). An entry holds a node over the table, so
+// the pointer is never another node's, and its value only weakly: what the cache evicted is
+// found by structure again.
+class RecentFolds {
+ public:
+  std::shared_ptr<ir::Storage> Find(int device, const Node* table) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Entry& e : entries_) {
+      if (e.table == table && e.device == device) return e.value.lock();
+    }
+    return nullptr;
+  }
+
+  // `holder` reads `table` through views (or is it).
+  void Put(int device, ir::NodePtr holder, const Node* table,
+           const std::shared_ptr<ir::Storage>& value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_[next_] = Entry{std::move(holder), table, device, value};
+    next_ = (next_ + 1) % entries_.size();
+  }
+
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_ = {};
+  }
+
+ private:
+  struct Entry {
+    ir::NodePtr holder;
+    const Node* table = nullptr;
+    int device = -1;
+    std::weak_ptr<ir::Storage> value;
+  };
+  std::mutex mu_;
+  std::array<Entry, 8> entries_;
+  size_t next_ = 0;
+};
+
+RecentFolds& Recent() {
+  static auto* recent = new RecentFolds();
+  return *recent;
+}
+
 // The node under `n`'s views where that is worth folding: it reads no data, holds a
 // transcendental, is not a leaf and has at most kMaxFoldedElements elements (a table expanded
 // over a batch is folded at its own size); nullptr otherwise.
@@ -247,7 +294,14 @@ FoldedOperands FoldOperands(int device, const ir::NodePtr& node, const ComputeNo
     if (!o->holds_transcendental) continue;
     const Node* root = FoldRoot(o.get());
     if (root == nullptr || out.leaves.contains(root)) continue;
-    std::shared_ptr<ir::Storage> storage = FoldOne(device, *root, compute, limit);
+    std::shared_ptr<ir::Storage> storage = Recent().Find(device, root);
+    if (storage != nullptr) {
+      base::metrics::Add("FoldedConstantReads", 1);
+      base::metrics::Add("FoldedConstantReadsByNode", 1);
+    } else {
+      storage = FoldOne(device, *root, compute, limit);
+      if (storage != nullptr) Recent().Put(device, o, root, storage);
+    }
     if (storage != nullptr)
       out.leaves[root] = ir::MakeBuffer(std::move(storage), root->dtype, root->shape);
   }
@@ -271,6 +325,9 @@ ir::NodePtr OverFolded(const ir::NodePtr& n, const FoldedOperands& folded) {
 
 int64_t ConstantCacheBytes() { return Cache().bytes(); }
 
-void ClearConstantCache() { Cache().Clear(); }
+void ClearConstantCache() {
+  Cache().Clear();
+  Recent().Clear();
+}
 
 }  // namespace lazycl::runtime

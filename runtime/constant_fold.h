@@ -15,8 +15,9 @@
 // device and process, and every later graph reads that buffer instead of launching a kernel for
 // it (a sampling loop built the same tables every token). It is folded where it meets data: as
 // the first op that reads data takes it (FoldOperands, called by the frontend as it makes the
-// op), else when a graph that reads it runs (FoldConstants: a graph's output, or an expression
-// made inside a trace, folded at the Function's first call). A subexpression whose scalars keep
+// op, outside a trace or in a scan's body; the last few tables folded are found again by node),
+// else when a graph that reads it runs (FoldConstants: a graph's output, or an expression made
+// inside a trace or call, folded at the Function's first call). A subexpression whose scalars keep
 // changing stops being folded after a few values. The cache holds up to
 // LAZYCL_CONSTANT_CACHE_BYTES (base::Settings; 0 turns folding off), least recently used out.
 namespace lazycl::runtime {

@@ -209,6 +209,63 @@ TEST(ConstantFold, GradientsPassThroughAnOpThatFoldedItsTable) {
   ExpectNear(grad, want_grad);
 }
 
+// A scan's body, traced as the scan is made, folds the table it captured as an op outside a
+// trace does: the step loop has nothing left to hoist (it hoisted the table again at every call
+// of a sampling loop's layers, rebuilding the body around it). A table whose tensor takes part
+// in the gradient stays as it is there, and its gradient is the host's.
+TEST(ConstantFold, AScanBodyFoldsTheTableItCaptured) {
+  runtime::ClearConstantCache();
+  using Ts = std::vector<Tensor>;
+  auto run = [](Device d, bool with_grad) {
+    Tensor scale = full({1}, 0.5, DType::f32, d);  // a constant: the table reads no data
+    if (with_grad) scale.requires_grad_();
+    const Tensor t = Table(d, 16, 8, 0.4) * exp(scale);
+    ScanFn body = [&](const Ts& carry, const Ts& x) {
+      return std::make_pair(Ts{carry[0] * t + x[0]}, Ts{});
+    };
+    const Tensor xs = randn({3, 16, 8}, 5, DType::f32, d);
+    const Tensor h = scan(body, {ones({16, 8}, DType::f32, d)}, {xs}).carry[0];
+    std::vector<float> out = h.to_vector<float>();
+    if (with_grad) {
+      sum(h).backward();
+      out.push_back(scale.grad().item<float>());
+    }
+    return out;
+  };
+  const int64_t hoisted = C("ScanHoistedNodes"), folded = C("ConstantsFolded");
+  const std::vector<float> got = run(kCl, false);
+  EXPECT_EQ(C("ScanHoistedNodes") - hoisted, 0);
+  EXPECT_EQ(C("ConstantsFolded") - folded, 1);
+  ExpectNear(got, run(Device::host(), false));
+
+  const int64_t hoisted_grad = C("ScanHoistedNodes");
+  const std::vector<float> got_grad = run(kCl, true);
+  EXPECT_EQ(C("ScanHoistedNodes") - hoisted_grad, 1);
+  ExpectNear(got_grad, run(Device::host(), true));
+}
+
+// Every layer reads the same table through a tensor of its own (a cast to the layer's dtype):
+// the first op folds it by its structure, the others find the same node among the recent folds.
+// Values are the host's.
+TEST(ConstantFold, ATableReadThroughSeveralTensorsIsFoldedOnce) {
+  runtime::ClearConstantCache();
+  const Tensor x = randn({16, 8}, 11, DType::f32, kCl);
+  sync({x});
+  auto layers = [&](Device d) {
+    const Tensor t = Table(d, 16, 8, 0.2);
+    Tensor h = x.to(d);
+    for (int l = 0; l < 4; ++l) h = h * cast(t, DType::f32) + 0.5;
+    return h.to_vector<float>();
+  };
+  const int64_t folded = C("ConstantsFolded"), reads = C("FoldedConstantReads"),
+                by_node = C("FoldedConstantReadsByNode");
+  const std::vector<float> got = layers(kCl);
+  EXPECT_EQ(C("ConstantsFolded") - folded, 1);
+  EXPECT_EQ(C("FoldedConstantReads") - reads, 3);
+  EXPECT_EQ(C("FoldedConstantReadsByNode") - by_node, 3);
+  ExpectNear(got, layers(Device::host()));
+}
+
 // A traced Function folds its constant subexpressions once, at its first call: later calls read
 // the folded buffer without folding (or rebuilding the graph around it) again, and a call inside
 // another trace folds nothing. Values are the host's.
