@@ -642,14 +642,20 @@ absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
 }
 
 NodePtr WithOperands(const Node& n, absl::FunctionRef<NodePtr(const NodePtr&)> now) {
-  bool changed = false;
+  // Most nodes of a graph a pass rewrites keep their operands: nothing is allocated for them.
+  size_t first = 0;
+  NodePtr first_new;
+  for (; first < n.operands.size(); ++first) {
+    first_new = now(n.operands[first]);
+    if (first_new != n.operands[first]) break;
+  }
+  if (first == n.operands.size()) return nullptr;
   std::vector<NodePtr> operands;
   operands.reserve(n.operands.size());
-  for (const NodePtr& operand : n.operands) {
-    operands.push_back(now(operand));
-    changed = changed || operands.back() != operand;
-  }
-  if (!changed) return nullptr;
+  operands.insert(operands.end(), n.operands.begin(),
+                  n.operands.begin() + static_cast<std::ptrdiff_t>(first));
+  operands.push_back(std::move(first_new));
+  for (size_t i = first + 1; i < n.operands.size(); ++i) operands.push_back(now(n.operands[i]));
   // Field by field: copying `n` whole would copy its operands (a reference count each) only to
   // drop them.
   Node copy;

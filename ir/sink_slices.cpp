@@ -69,6 +69,7 @@ class Sinker {
       return n->op == Op::kSlice && MovesWindows(*n->operands[0]);
     });
     if (!any) return std::vector<NodePtr>(roots_.size());
+    users_.reserve(order_.size());
     for (const Node* n : order_) {
       for (const NodePtr& o : n->operands) ++users_[o.get()];
     }
