@@ -28,6 +28,7 @@ constexpr int64_t kPendingSaturation = int64_t{1} << 40;
 
 // Nodes alive that hold a computed value: ReadComputed walks no graph while there are none.
 std::atomic<int64_t> live_computed{0};
+std::atomic<uint64_t> computed_epoch{0};  // ComputedEpoch()
 
 const char* const kOpNames[] = {
 #define LAZYCL_OP_NAME(name, arity, category) #name,
@@ -216,6 +217,8 @@ NodePtr MakeFill(Op op, double value, DType dtype, Shape shape) {
 
 Node::~Node() { base::ReleaseFlat<Node>(operands); }
 
+uint64_t ComputedEpoch() { return computed_epoch.load(std::memory_order_acquire); }
+
 NodeMemo::~NodeMemo() {
   if (computed()) live_computed.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -224,6 +227,7 @@ void NodeMemo::set_value(std::shared_ptr<Storage> value) const {
   std::shared_ptr<Storage> none;
   if (value_.compare_exchange_strong(none, std::move(value))) {
     live_computed.fetch_add(1, std::memory_order_relaxed);
+    computed_epoch.fetch_add(1, std::memory_order_acq_rel);
     has_value_.store(true, std::memory_order_release);
   }
 }
@@ -264,13 +268,22 @@ bool CountPending(const Node& node, int depth) {
   }
   const uint64_t counted = largest != nullptr ? largest->memo.counted_by() : 0;
   if (counted != 0) {
+    // Another operand that holds the same walk's graph adds only what it holds beyond it, while
+    // no node of that graph has been computed since the walk (NodeMemo::walk_total).
+    const int64_t total = largest->memo.walk_total();
+    const bool whole = largest->memo.walk_epoch() == ComputedEpoch();
     int64_t joined = 1 + weight(*largest);
     for (const NodePtr& operand : node.operands) {
-      if (operand.get() != largest && operand->memo.visited() != counted)
-        joined = std::min(kPendingSaturation, joined + weight(*operand));
+      if (operand.get() == largest || operand->memo.visited() == counted) continue;
+      int64_t add = weight(*operand);
+      if (whole && operand->memo.counted_by() == counted && operand->memo.distinct() >= 0 &&
+          operand->memo.walk_epoch() == largest->memo.walk_epoch()) {
+        add = std::max<int64_t>(0, std::min(add, operand->memo.distinct() - total));
+      }
+      joined = std::min(kPendingSaturation, joined + add);
     }
     bound = std::min(bound, joined);
-    node.memo.set_counted_by(counted);
+    node.memo.set_walk(counted, total, largest->memo.walk_epoch());
   }
   if (bound > MaxPendingNodes()) {
     // Count them, each once; an operand known to be past the limit (by its memo: its own
@@ -285,7 +298,10 @@ bool CountPending(const Node& node, int depth) {
       // transformer layer built op by op walks a few hundred nodes at every join of two
       // branches, and a hash set of the nodes seen made that most of building its graph.
       static std::atomic<uint64_t> walks{0};
+      static std::atomic<int> walking{0};  // walks in progress, in every thread
+      const bool alone = walking.fetch_add(1, std::memory_order_acq_rel) == 0;
       const uint64_t walk = walks.fetch_add(1, std::memory_order_relaxed) + 1;
+      const uint64_t epoch = ComputedEpoch();
       base::metrics::Add("PendingCountWalks", 1);
       std::vector<const Node*> stack;
       stack.reserve(64);
@@ -304,9 +320,13 @@ bool CountPending(const Node& node, int depth) {
         }
       }
       bound = std::min(bound, count);
+      // A walk of another thread may have overwritten this one's marks (a node counted twice):
+      // then its count is no exact total to subtract (an epoch that never comes).
+      const bool exact = alone && walks.load(std::memory_order_acquire) == walk;
+      walking.fetch_sub(1, std::memory_order_acq_rel);
       if (stack.empty()) {  // the whole graph met: later joins inside it need no walk
         node.memo.Visit(walk);
-        node.memo.set_counted_by(walk);
+        node.memo.set_walk(walk, count, exact ? epoch : ~uint64_t{0});
       }
     }
   }

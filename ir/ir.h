@@ -58,6 +58,17 @@ class NodeMemo {
   // none): a node that walk met is in this node's graph, with all of its own (PastPendingLimit).
   uint64_t counted_by() const { return counted_by_.load(std::memory_order_relaxed); }
   void set_counted_by(uint64_t walk) const { counted_by_.store(walk, std::memory_order_relaxed); }
+  // What walk counted_by() found: the nodes it counted, and ComputedEpoch() when it began. While
+  // no node has been computed since, the node's graph holds all of those nodes, so its count
+  // beyond them is at most distinct() - walk_total(): two branches of one counted graph (q and k
+  // of one layer's input) joined add their own nodes, not the shared graph twice.
+  int64_t walk_total() const { return walk_total_.load(std::memory_order_relaxed); }
+  uint64_t walk_epoch() const { return walk_epoch_.load(std::memory_order_relaxed); }
+  void set_walk(uint64_t walk, int64_t total, uint64_t epoch) const {
+    counted_by_.store(walk, std::memory_order_relaxed);
+    walk_total_.store(total, std::memory_order_relaxed);
+    walk_epoch_.store(epoch, std::memory_order_relaxed);
+  }
 
  private:
   mutable std::atomic<std::shared_ptr<Storage>> value_;
@@ -65,7 +76,12 @@ class NodeMemo {
   mutable std::atomic<int64_t> distinct_{-1};
   mutable std::atomic<uint64_t> visited_{0};
   mutable std::atomic<uint64_t> counted_by_{0};
+  mutable std::atomic<int64_t> walk_total_{0};
+  mutable std::atomic<uint64_t> walk_epoch_{0};
 };
+
+// How many nodes have been given a value (NodeMemo::set_value) so far, in every thread.
+uint64_t ComputedEpoch();
 
 // WithOperands (ir.cpp) copies a node field by field: a field added here is copied there too.
 struct Node {
