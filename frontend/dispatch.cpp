@@ -207,9 +207,9 @@ Tensor Wrap(absl::StatusOr<ir::NodePtr> node, Device device, std::span<const OpI
   }
   // A table that reads no data (rotary cos and sin) is folded as the first op that reads data
   // takes it (runtime/constant_fold.h), in a scan's body too; inside a trace or call, which
-  // computes nothing, the Function folds at its first call.
-  // A scan's backward finds the tensors its body captured by their nodes: there a table that
-  // takes part in the gradient stays as it is (the step loop hoists it).
+  // computes nothing, the Function folds at its first call. A scan's backward finds the tensors
+  // its body captured by their nodes, so there a table that takes part in the gradient stays as
+  // it is (the step loop hoists it).
   auto folds_here = [&] {
     if (!TraceScope::active()) return true;
     return TraceScope::folds_tables() &&
