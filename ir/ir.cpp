@@ -276,8 +276,7 @@ bool CountPending(const Node& node, int depth) {
     for (const NodePtr& operand : node.operands) {
       if (operand.get() == largest || operand->memo.visited() == counted) continue;
       int64_t add = weight(*operand);
-      if (whole && operand->memo.counted_by() == counted && operand->memo.distinct() >= 0 &&
-          operand->memo.walk_epoch() == largest->memo.walk_epoch()) {
+      if (whole && operand->memo.counted_by() == counted && operand->memo.distinct() >= 0) {
         add = std::max<int64_t>(0, std::min(add, operand->memo.distinct() - total));
       }
       joined = std::min(kPendingSaturation, joined + add);

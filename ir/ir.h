@@ -57,13 +57,13 @@ class NodeMemo {
   // The walk that counted the node's graph, or one below it that its graph holds whole (0:
   // none): a node that walk met is in this node's graph, with all of its own (PastPendingLimit).
   uint64_t counted_by() const { return counted_by_.load(std::memory_order_relaxed); }
-  void set_counted_by(uint64_t walk) const { counted_by_.store(walk, std::memory_order_relaxed); }
   // What walk counted_by() found: the nodes it counted, and ComputedEpoch() when it began. While
   // no node has been computed since, the node's graph holds all of those nodes, so its count
   // beyond them is at most distinct() - walk_total(): two branches of one counted graph (q and k
   // of one layer's input) joined add their own nodes, not the shared graph twice.
   int64_t walk_total() const { return walk_total_.load(std::memory_order_relaxed); }
   uint64_t walk_epoch() const { return walk_epoch_.load(std::memory_order_relaxed); }
+  // Sets counted_by() and what that walk found.
   void set_walk(uint64_t walk, int64_t total, uint64_t epoch) const {
     counted_by_.store(walk, std::memory_order_relaxed);
     walk_total_.store(total, std::memory_order_relaxed);
