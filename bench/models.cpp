@@ -225,6 +225,28 @@ int Models(const std::vector<std::string>& argv) {
         });
       }
     }
+    if (wanted("scalar_read_ms")) {
+      // A training loop's `loss.item()`: a cached one-kernel graph (the sum of x * s, x
+      // [64, 64], s new at every call: a kernel argument, nothing recompiles) computed and its
+      // 4 bytes read back, the host waiting for them. Per read, over kReads reads a step.
+      constexpr int kReads = 100;
+      const Tensor x = Randn({64, 64}, 40);
+      sync({x});
+      int64_t calls = 0;
+      ModelRow r{"scalar_read_ms", 0, 0, "ms", -1};
+      r.ms = TimeStep(2, repeat, &r.kernels, &r.host_ms,
+                      [&] {
+                        for (int i = 0; i < kReads; ++i) {
+                          const double s = static_cast<double>(++calls % 7);
+                          (void)sum(x * s).item<float>();
+                        }
+                      }) /
+             kReads;
+      r.kernels /= kReads;
+      r.host_ms /= kReads;
+      r.value = r.ms;
+      add(r);
+    }
     for (int64_t n : {1024, 2048}) {
       if (!wanted("matmul")) break;  // the inputs below are computed as they are made
       const double flops = 2.0 * static_cast<double>(n * n * n);

@@ -103,6 +103,19 @@ def jax_rows(repeat, wanted):
     if wanted("charlm"):
         charlm_rows(add, repeat, wanted)
 
+    if wanted("scalar_read_ms"):
+        # A training loop's loss.item(): the jitted sum of x * s (x [64, 64], s a new Python
+        # float at every call) and its value read back to the host, per read over 100 reads.
+        xs = randn((64, 64), 40)
+        f = jax.jit(lambda x, s: jnp.sum(x * s))
+        calls = [0]
+
+        def reads():
+            for _ in range(100):
+                calls[0] += 1
+                float(f(xs, float(calls[0] % 7)))
+        add(row("scalar_read_ms", median_ms(reads, 2, repeat) / 100))
+
     mm = jax.jit(lambda a, b: a @ b)
     tn = jax.jit(lambda a, b: a.T @ b)
     nt = jax.jit(lambda a, b: a @ b.T)
