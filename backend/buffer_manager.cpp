@@ -232,7 +232,7 @@ absl::Status BufferManager::CopyInLocked(Entry& entry, const void* src, size_t o
     base::metrics::Add("TransferToDeviceBytes", static_cast<int64_t>(bytes));
     base::metrics::ThreadTransferBytes() += static_cast<int64_t>(bytes);
     base::metrics::Add("TransferToDeviceCount", 1);
-    base::metrics::RecordTime("TransferToDeviceTime", *nanos);
+    if (*nanos != kTimedLater) base::metrics::RecordTime("TransferToDeviceTime", *nanos);
   }
   return absl::OkStatus();
 }

@@ -17,6 +17,9 @@ namespace lazycl::backend {
 // Never null for a live allocation; owned by the manager until it hands it back to Free.
 using MemoryHandle = void*;
 
+// What Memory::CopyIn returns for a copy still queued (see there).
+inline constexpr int64_t kTimedLater = -1;
+
 class Memory {
  public:
   virtual ~Memory() = default;
@@ -27,9 +30,12 @@ class Memory {
   virtual absl::StatusOr<MemoryHandle> Allocate(size_t bytes) = 0;
   virtual void Free(MemoryHandle handle) = 0;
 
-  // Blocking copies of `bytes` > 0 at `offset` into / out of an allocation, whose bounds the
-  // manager has checked. Both return the device time of the copy in nanoseconds (0 when
-  // unknown). CopyIn is ResourceExhausted when the device could not commit memory for it.
+  // Copies of `bytes` > 0 at `offset` into / out of an allocation, whose bounds the manager has
+  // checked. CopyOut blocks; CopyIn may return once `src` is no longer needed, the copy still
+  // queued ahead of every later use of the allocation (OpenClMemory stages small ones). Both
+  // return the device time of the copy in nanoseconds (0 when unknown), or kTimedLater for a
+  // queued copy, whose time the memory records itself (TransferToDeviceTime) once it has run.
+  // CopyIn is ResourceExhausted when the device could not commit memory for it.
   virtual absl::StatusOr<int64_t> CopyIn(MemoryHandle dst, size_t offset, const void* src,
                                          size_t bytes) = 0;
   virtual absl::StatusOr<int64_t> CopyOut(void* dst, MemoryHandle src, size_t offset,

@@ -2,6 +2,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "backend/cl.h"
 #include "backend/memory.h"
@@ -9,11 +12,19 @@
 // The Memory of one OpenCL device (internal to backend/: it exposes OpenCL types).
 namespace lazycl::backend {
 
-// Handles are cl_mem objects, each holding one reference that Free releases. Copies are blocking
-// writes and reads on the device's in-order queue, timed by their profiling events. The Device
-// owns the context and queue; this holds references to them, so they outlive every buffer.
+// Handles are cl_mem objects, each holding one reference that Free releases. Copies are writes
+// and reads on the device's in-order queue, timed by their profiling events: reads blocking, and
+// writes of up to kStagedCopyInBytes from a copy of the source that the memory keeps until the
+// write has run (the caller neither waits for the driver's threads nor for the work queued
+// ahead), larger ones blocking. The Device owns the context and queue; this holds references to
+// them, so they outlive every buffer.
 class OpenClMemory final : public Memory {
  public:
+  static constexpr size_t kStagedCopyInBytes = size_t{256} << 10;
+  // The most bytes of staged copies held at once; past it a write blocks (and waits for the
+  // ones ahead of it).
+  static constexpr size_t kMaxStagedBytes = size_t{64} << 20;
+
   // `host_pages`: the device computes in host memory (a CPU device), so buffers of 2 MiB and
   // more are allocated by us on 2 MiB-aligned memory advised for huge pages and handed over
   // with CL_MEM_USE_HOST_PTR: a fresh 64 MiB buffer then takes 32 page faults instead of 16384
@@ -28,14 +39,28 @@ class OpenClMemory final : public Memory {
   absl::StatusOr<int64_t> CopyOut(void* dst, MemoryHandle src, size_t offset,
                                   size_t bytes) override;
   bool is_device() const override { return true; }
+  ~OpenClMemory() override;  // waits for the staged writes
 
   static cl_mem Mem(MemoryHandle handle) { return static_cast<cl_mem>(handle); }
 
  private:
+  // A staged write in flight: its event and the copy of the source it reads.
+  struct StagedWrite {
+    cl::Event event;
+    std::unique_ptr<char[]> data;
+    size_t bytes = 0;
+  };
+  // Records the time of the staged writes that have run (all of them with `wait`) and frees
+  // their copies; the caller holds staged_mu_.
+  void ReapStagedLocked(bool wait);
+
   cl::Context context_;
   cl::CommandQueue queue_;
   bool host_pages_;
   cl::Buffer empty_;  // what 0-byte allocations share; created on first need
+  std::mutex staged_mu_;
+  std::vector<StagedWrite> staged_;  // under staged_mu_, in the order they were queued
+  size_t staged_bytes_ = 0;          // under staged_mu_
 };
 
 }  // namespace lazycl::backend

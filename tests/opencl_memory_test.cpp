@@ -44,6 +44,64 @@ TEST_F(OpenClMemoryTest, TransfersAreTimed) {
   buffers().Release(id);
 }
 
+// Keeps the device busy for a while (a kernel of one work-item looping `n` times), so that what
+// is enqueued next stays queued when its call returns.
+void Occupy(Device& device, BufferManager& buffers, BufferId scratch, int n) {
+  auto kernel = device.GetKernel(
+      "__kernel void occupy(__global float* x, int n) {\n"
+      "  float v = x[0];\n"
+      "  for (int i = 0; i < n; ++i) v = v * 0.999f + 1.0f;\n"
+      "  x[0] = v;\n"
+      "}\n",
+      "", "occupy");
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  ASSERT_TRUE(buffers.PrepareWrite(scratch).ok());
+  const KernelArg args[] = {KernelArg::Write(scratch), KernelArg::Int32(n)};
+  const size_t global[] = {1};
+  ASSERT_TRUE(device.Launch(*kernel, args, global).ok());
+}
+
+// A small upload returns with its write still queued (behind the kernel here): the source is
+// the caller's again at once, so one host buffer rewritten between uploads fills every chunk
+// with its own value.
+TEST_F(OpenClMemoryTest, AnUploadsSourceIsTheCallersAgainOnReturn) {
+  constexpr size_t kChunk = 1024, kChunks = 64;
+  BufferId scratch = buffers().Declare(sizeof(float), "scratch");
+  BufferId id = buffers().Declare(kChunk * kChunks, "chunks");
+  ASSERT_TRUE(buffers().PrepareWrite(id).ok());
+  ASSERT_TRUE(device_->Finish().ok());
+  Occupy(*device_, buffers(), scratch, 20'000'000);
+  std::vector<char> source(kChunk);
+  for (size_t c = 0; c < kChunks; ++c) {
+    std::fill(source.begin(), source.end(), static_cast<char>(c + 1));
+    ASSERT_TRUE(buffers().Upload(id, source.data(), c * kChunk, kChunk).ok());
+  }
+  std::fill(source.begin(), source.end(), 0);
+  std::vector<char> back(kChunk * kChunks);
+  ASSERT_TRUE(buffers().Download(id, back.data(), 0, back.size()).ok());
+  for (size_t c = 0; c < kChunks; ++c) {
+    ASSERT_EQ(back[c * kChunk], static_cast<char>(c + 1)) << "chunk " << c;
+    ASSERT_EQ(back[c * kChunk + kChunk - 1], static_cast<char>(c + 1)) << "chunk " << c;
+  }
+  EXPECT_EQ(C("TransferToDeviceCount"), static_cast<int64_t>(kChunks));
+  EXPECT_NE(lazycl::metrics::report().find("TransferToDeviceTime"), std::string::npos);
+  buffers().Release(id);
+  buffers().Release(scratch);
+}
+
+// A device closed with staged writes still queued waits for them before their copies go.
+TEST_F(OpenClMemoryTest, ClosingWaitsForQueuedUploads) {
+  BufferId scratch = buffers().Declare(sizeof(float), "scratch");
+  BufferId id = buffers().Declare(4096, "queued");
+  ASSERT_TRUE(buffers().PrepareWrite(id).ok());
+  Occupy(*device_, buffers(), scratch, 5'000'000);
+  std::vector<char> source(4096, 3);
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(buffers().Upload(id, source.data(), 0, 4096).ok());
+  buffers().Release(id);
+  buffers().Release(scratch);
+  device_.reset();  // AddressSanitizer: no staged copy is read after it is freed, none leaks
+}
+
 TEST_F(OpenClMemoryTest, PoolReuseAllocatesNothing) {
   std::vector<char> data(5000, 1);
   BufferId a = buffers().Declare(5000, "a");

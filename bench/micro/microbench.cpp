@@ -463,21 +463,34 @@ BENCHMARK(BM_LaunchQueued)->UseRealTime()->Arg(100)->Unit(benchmark::kMicrosecon
 
 // ---- Transfers -----------------------------------------------------------------------------
 
-// BufferManager::Upload / Download (blocking clEnqueueWriteBuffer / ReadBuffer) of `bytes` into
-// / from one device buffer that already has storage.
-void Transfer(benchmark::State& state, bool upload) {
+// BufferManager::Upload / Download of `bytes` into / from one device buffer that already has
+// storage. A download is a blocking read; an upload of up to OpenClMemory::kStagedCopyInBytes
+// returns while its write is still queued, so BM_Upload waits for the device after each one
+// (Device::Finish: the bytes are there) and BM_UploadQueued times the caller's share alone,
+// waiting every 64 uploads.
+enum class Mode { kDownload, kUpload, kUploadQueued };
+void Transfer(benchmark::State& state, Mode mode) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   try {
-    backend::BufferManager& buffers = runtime::OpenClDevice(0).buffers();
+    backend::Device& device = runtime::OpenClDevice(0);
+    backend::BufferManager& buffers = device.buffers();
     std::vector<char> host(bytes, 1);
     const backend::BufferId id = buffers.Declare(bytes, "microbench transfer");
     Check(buffers.Upload(id, host.data(), 0, bytes));  // allocates
-    CounterDelta moved(upload ? "TransferToDeviceBytes" : "TransferFromDeviceBytes");
+    Check(device.Finish());
+    CounterDelta moved(mode == Mode::kDownload ? "TransferFromDeviceBytes"
+                                               : "TransferToDeviceBytes");
+    int64_t n = 0;
     for (auto _ : state) {
-      Check(upload ? buffers.Upload(id, host.data(), 0, bytes)
-                   : buffers.Download(id, host.data(), 0, bytes));
+      if (mode == Mode::kDownload) {
+        Check(buffers.Download(id, host.data(), 0, bytes));
+      } else {
+        Check(buffers.Upload(id, host.data(), 0, bytes));
+        if (mode == Mode::kUpload || ++n % 64 == 0) Check(device.Finish());
+      }
       benchmark::ClobberMemory();
     }
+    Check(device.Finish());
     buffers.Release(id);
     const int64_t total = static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes);
     if (std::string e = Expect(moved, total); !e.empty()) return Fail(state, e);
@@ -486,8 +499,10 @@ void Transfer(benchmark::State& state, bool upload) {
     Fail(state, e.what());
   }
 }
-void BM_Upload(benchmark::State& state) { Transfer(state, /*upload=*/true); }
-void BM_Download(benchmark::State& state) { Transfer(state, /*upload=*/false); }
+void BM_Upload(benchmark::State& state) { Transfer(state, Mode::kUpload); }
+void BM_UploadQueued(benchmark::State& state) { Transfer(state, Mode::kUploadQueued); }
+void BM_Download(benchmark::State& state) { Transfer(state, Mode::kDownload); }
+BENCHMARK(BM_UploadQueued)->UseRealTime()->Arg(4 << 10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Upload)->UseRealTime()->Arg(4 << 10)->Arg(1 << 20)->Arg(64 << 20)->Unit(
     benchmark::kMicrosecond);
 BENCHMARK(BM_Download)
