@@ -73,6 +73,7 @@ struct Device::Impl {
   cl::CommandQueue queue;
   cl::Device device;
   std::unique_ptr<BufferManager> buffers;  // over an OpenClMemory
+  OpenClMemory* memory = nullptr;          // that one (buffers owns it): Finish reaps its copies
   std::unique_ptr<ProgramCache> programs;
   // Setting a kernel's arguments and enqueueing it is one step: two threads launching the same
   // cl::Kernel must not interleave their clSetKernelArg calls. Lock order: launch_mu, then the
@@ -236,8 +237,10 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
   }
   const bool host_pages = info.type == base::DeviceType::kCpu &&
                           impl->device.getInfo<CL_DEVICE_HOST_UNIFIED_MEMORY>() == CL_TRUE;
+  auto memory = std::make_unique<OpenClMemory>(impl->context, impl->queue, host_pages);
+  impl->memory = memory.get();
   impl->buffers = std::make_unique<BufferManager>(
-      std::make_unique<OpenClMemory>(impl->context, impl->queue, host_pages),
+      std::move(memory),
       BufferLimits{settings.device_memory_limit, info.max_alloc_bytes, info.global_mem_bytes,
                    settings.device_pool_limit.value_or(DefaultPoolLimit(info.global_mem_bytes))});
   absl::StatusOr<CachedBinary> binary =
@@ -460,6 +463,7 @@ absl::StatusOr<std::unique_ptr<PinnedHostMemory>> Device::AllocatePinned(size_t 
 
 absl::Status Device::Finish() {
   absl::Status status = ClStatus(impl_->queue.finish(), "clFinish");
+  impl_->memory->ReapStaged();  // every staged upload has run: their copies go now
   std::lock_guard<std::mutex> lock(impl_->launch_mu);
   HarvestFirstRuns(impl_->first_runs, /*wait=*/status.ok());
   if (status.ok()) impl_->new_grids.clear();

@@ -133,6 +133,16 @@ void OpenClMemory::ReapStagedLocked(bool wait) {
   staged_.erase(staged_.begin(), staged_.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
+void OpenClMemory::ReapStaged() {
+  std::lock_guard<std::mutex> lock(staged_mu_);
+  if (!staged_.empty()) ReapStagedLocked(/*wait=*/false);
+}
+
+size_t OpenClMemory::staged_bytes() {
+  std::lock_guard<std::mutex> lock(staged_mu_);
+  return staged_bytes_;
+}
+
 OpenClMemory::~OpenClMemory() {
   std::lock_guard<std::mutex> lock(staged_mu_);
   ReapStagedLocked(/*wait=*/true);

@@ -40,6 +40,10 @@ class OpenClMemory final : public Memory {
                                   size_t bytes) override;
   bool is_device() const override { return true; }
   ~OpenClMemory() override;  // waits for the staged writes
+  // Frees the copies of the staged writes that have run (Device::Finish: all of them), which
+  // are otherwise freed at the next copy; and how many bytes of copies are held.
+  void ReapStaged();
+  size_t staged_bytes();
 
   static cl_mem Mem(MemoryHandle handle) { return static_cast<cl_mem>(handle); }
 

@@ -102,6 +102,32 @@ TEST_F(OpenClMemoryTest, ClosingWaitsForQueuedUploads) {
   device_.reset();  // AddressSanitizer: no staged copy is read after it is freed, none leaks
 }
 
+// The staged copies of writes that have run are freed by ReapStaged (Device::Finish calls it),
+// not only at the next copy.
+TEST(OpenClMemoryStagingTest, ReapStagedFreesTheCopiesOfWritesThatRan) {
+  std::vector<cl::Platform> platforms;
+  cl::Platform::get(&platforms);
+  ASSERT_FALSE(platforms.empty());
+  std::vector<cl::Device> devices;
+  platforms[0].getDevices(CL_DEVICE_TYPE_ALL, &devices);
+  ASSERT_FALSE(devices.empty());
+  cl::Context context(devices[0]);
+  cl::CommandQueue queue(context, devices[0], CL_QUEUE_PROFILING_ENABLE);
+  OpenClMemory memory(context, queue, /*host_pages=*/false);
+  absl::StatusOr<MemoryHandle> handle = memory.Allocate(4096);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  std::vector<char> source(4096, 5);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(memory.CopyIn(*handle, 0, source.data(), 4096).ok());
+  ASSERT_EQ(queue.finish(), CL_SUCCESS);
+  EXPECT_GE(memory.staged_bytes(), 4096u);  // the last write's copy at least is still held
+  memory.ReapStaged();
+  EXPECT_EQ(memory.staged_bytes(), 0u);
+  std::vector<char> back(4096);
+  ASSERT_TRUE(memory.CopyOut(back.data(), *handle, 0, 4096).ok());
+  EXPECT_EQ(back, source);
+  memory.Free(*handle);
+}
+
 TEST_F(OpenClMemoryTest, PoolReuseAllocatesNothing) {
   std::vector<char> data(5000, 1);
   BufferId a = buffers().Declare(5000, "a");
