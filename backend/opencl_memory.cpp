@@ -157,11 +157,7 @@ absl::StatusOr<int64_t> OpenClMemory::CopyOut(void* dst, MemoryHandle src, size_
   cl_int err =
       clEnqueueReadBuffer(queue_(), Mem(src), CL_TRUE, offset, bytes, dst, 0, nullptr, &event);
   if (err != CL_SUCCESS) return ClStatus(err, "clEnqueueReadBuffer");
-  {
-    // The staged writes queued before this read have run.
-    std::lock_guard<std::mutex> lock(staged_mu_);
-    if (!staged_.empty()) ReapStagedLocked(/*wait=*/false);
-  }
+  ReapStaged();  // the staged writes queued before this read have run
   return EventNanos(cl::Event(event));
 }
 
