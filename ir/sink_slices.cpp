@@ -5,20 +5,31 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "base/check.h"
 
 namespace lazycl::ir {
 namespace {
 
-// A window of a value: its start and size along every dim (a Slice's args and shape).
+// A window of a value: its start and size along every dim (a Slice's args and shape). Held
+// inline: the pass runs on every graph with a slice of a computed value (a sampling loop builds
+// one per token), and most of its cost was allocating these.
+using Dims = absl::InlinedVector<int64_t, 6>;
 struct Window {
-  std::vector<int64_t> starts;
-  Shape shape;
+  Dims starts;
+  Dims shape;
 };
+using Windows = absl::InlinedVector<Window, 3>;  // one per operand
 
-// Slices are moved through at most this many nodes below each slice: the walk recurses once per
-// node, and a graph's chains can be long.
-constexpr int kMaxDepth = 256;
+bool Same(const Dims& a, const Shape& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+int64_t Elements(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+Window All(const Shape& shape) { return {Dims(shape.size(), 0), Dims(shape.begin(), shape.end())}; }
 
 // The window of a Reshape's operand `in` that holds exactly window `w` of its result `out`, or
 // nullopt. The two shapes split into groups of dims with equal products; a group the window
@@ -26,7 +37,7 @@ constexpr int kMaxDepth = 256;
 // on each side (the window's sliced dim, with only size-1 dims beside it) maps that dim's range.
 std::optional<Window> ReshapeWindow(const Shape& in, const Shape& out, const Window& w) {
   if (NumElements(in) == 0) return std::nullopt;
-  Window r{std::vector<int64_t>(in.size(), 0), in};
+  Window r = All(in);
   size_t i = 0, o = 0;
   while (i < in.size() || o < out.size()) {
     const size_t i0 = i, o0 = o;
@@ -44,7 +55,7 @@ std::optional<Window> ReshapeWindow(const Shape& in, const Shape& out, const Win
     bool whole = true;
     for (size_t d = o0; d < o; ++d) whole = whole && w.starts[d] == 0 && w.shape[d] == out[d];
     if (whole) continue;
-    std::vector<size_t> in_big, out_big;
+    absl::InlinedVector<size_t, 6> in_big, out_big;
     for (size_t d = i0; d < i; ++d) {
       if (in[d] != 1) in_big.push_back(d);
     }
@@ -58,6 +69,78 @@ std::optional<Window> ReshapeWindow(const Shape& in, const Shape& out, const Win
   return r;
 }
 
+// Whether a window of x can be computed from windows of x's operands.
+bool MovesWindows(const Node& x) {
+  return IsElementwise(x.op) || IsReduce(x.op) || x.op == Op::kMatmul || x.op == Op::kExpand ||
+         x.op == Op::kPermute || x.op == Op::kSlice || x.op == Op::kReshape || x.op == Op::kPad;
+}
+
+// The windows of x's operands that window w of x reads (x.op passes windows: MovesWindows), or
+// nullopt where it cannot say (a reshape that splits the window's dim).
+std::optional<Windows> OperandWindows(const Node& x, const Window& w) {
+  const size_t rank = x.shape.size();
+  Windows in;
+  if (IsElementwise(x.op) || IsStopGradient(x)) {  // operands of x's shape
+    in.assign(x.operands.size(), w);
+  } else if (IsReduce(x.op)) {  // the reduced dims have size 1 in x: whole
+    Window r = w;
+    for (int64_t a : x.args) r.shape[static_cast<size_t>(a)] = x.operands[0]->shape[a];
+    in.push_back(std::move(r));
+  } else if (x.op == Op::kMatmul) {  // batch dims of both, rows of A, columns of B
+    Window a = w, b = w;
+    const int64_t k = x.operands[0]->shape[rank - 1];
+    a.starts[rank - 1] = 0;
+    a.shape[rank - 1] = k;
+    b.starts[rank - 2] = 0;
+    b.shape[rank - 2] = k;
+    in.push_back(std::move(a));
+    in.push_back(std::move(b));
+  } else if (x.op == Op::kExpand) {  // a broadcast dim keeps its one element
+    const Shape& in_shape = x.operands[0]->shape;
+    Window r = w;
+    for (size_t d = 0; d < rank; ++d) {
+      if (in_shape[d] == 1 && x.shape[d] != 1) {
+        r.starts[d] = 0;
+        r.shape[d] = 1;
+      }
+    }
+    in.push_back(std::move(r));
+  } else if (x.op == Op::kPermute) {  // result dim d is operand dim args[d]
+    Window r{Dims(rank), Dims(rank)};
+    for (size_t d = 0; d < rank; ++d) {
+      r.starts[static_cast<size_t>(x.args[d])] = w.starts[d];
+      r.shape[static_cast<size_t>(x.args[d])] = w.shape[d];
+    }
+    in.push_back(std::move(r));
+  } else if (x.op == Op::kSlice) {  // a window of a window
+    Window r = w;
+    for (size_t d = 0; d < rank; ++d) r.starts[d] += x.args[d];
+    in.push_back(std::move(r));
+  } else if (x.op == Op::kPad) {  // the part of the operand inside the window (cat's pieces)
+    const Shape& in_shape = x.operands[0]->shape;
+    Window r = w;
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t lo = std::clamp(w.starts[d] - x.args[d], int64_t{0}, in_shape[d]);
+      const int64_t hi = std::clamp(w.starts[d] + w.shape[d] - x.args[d], int64_t{0}, in_shape[d]);
+      if (hi == lo) return std::nullopt;  // the window holds only the fill
+      r.starts[d] = lo;
+      r.shape[d] = hi - lo;
+    }
+    in.push_back(std::move(r));
+  } else if (x.op == Op::kReshape) {
+    std::optional<Window> r = ReshapeWindow(x.operands[0]->shape, x.shape, w);
+    if (!r) return std::nullopt;
+    in.push_back(*std::move(r));
+  } else {
+    return std::nullopt;
+  }
+  return in;
+}
+
+// The bounds analysis and the rewrite. Each computed node gets the union (bounding box) of the
+// windows its readers need of it: a root all of itself, a Slice its window, a node that passes
+// windows what its own window reads, any other reader all. A node that passes windows is then
+// computed over that box alone, once, and each reader takes its part of the box.
 class Sinker {
  public:
   Sinker(std::span<const Node* const> roots, std::span<const Node* const> order)
@@ -68,120 +151,176 @@ class Sinker {
     const bool any = std::any_of(order_.begin(), order_.end(), [&](const Node* n) {
       return n->op == Op::kSlice && MovesWindows(*n->operands[0]);
     });
-    if (!any) return std::vector<NodePtr>(roots_.size());
-    users_.reserve(order_.size());
-    for (const Node* n : order_) {
-      for (const NodePtr& o : n->operands) ++users_[o.get()];
+    if (!any || !Analyze()) return std::vector<NodePtr>(roots_.size());
+    return Rewrite();
+  }
+
+  std::vector<const Node*> PartlyReadLeaves() {
+    const bool any = std::any_of(order_.begin(), order_.end(),
+                                 [&](const Node* n) { return n->op == Op::kSlice; });
+    if (!any) return {};
+    Analyze();
+    std::vector<const Node*> leaves;
+    for (size_t i = 0; i < order_.size(); ++i) {
+      if (order_[i]->op == Op::kBuffer && !need_[i].whole) leaves.push_back(order_[i]);
     }
-    for (const Node* root : roots_) ++users_[root];
-    const bool movable = std::any_of(order_.begin(), order_.end(), [&](const Node* n) {
-      return n->op == Op::kSlice && Movable(*n->operands[0]);
-    });
-    if (!movable) return std::vector<NodePtr>(roots_.size());
-    for (const Node* n : order_) {
-      if (n->op == Op::kSlice && Movable(*n->operands[0])) {
-        done_[n] = Slice(n->operands[0], {n->args, n->shape}, 0);
-        moved_ = true;
-        continue;
-      }
-      if (NodePtr rebuilt = WithOperands(*n, [this](const NodePtr& o) { return Now(o); }))
-        done_[n] = std::move(rebuilt);
-    }
-    std::vector<NodePtr> out;
-    for (const Node* root : roots_) {
-      auto it = done_.find(root);
-      out.push_back(moved_ && it != done_.end() ? it->second : nullptr);
-    }
-    return out;
+    return leaves;
   }
 
  private:
-  // x as it is in the rewritten graph.
-  NodePtr Now(const NodePtr& x) const {
-    auto it = done_.find(x.get());
-    return it != done_.end() ? it->second : x;
-  }
-
-  // Whether a Slice of x is taken of x's operands: x is computed, read by that slice alone, and
-  // its op passes windows through.
-  bool Movable(const Node& x) const {
-    return MovesWindows(x) && users_.at(&x) == 1 && NumElements(x.shape) > 0;
-  }
-  static bool MovesWindows(const Node& x) {
-    return IsElementwise(x.op) || IsReduce(x.op) || x.op == Op::kMatmul || x.op == Op::kExpand ||
-           x.op == Op::kPermute || x.op == Op::kSlice ||
-           (x.op == Op::kReshape && !IsStopGradient(x));
-  }
-
-  // Window w of x (an original node), as a node of the rewritten graph.
-  NodePtr Slice(const NodePtr& x, Window w, int depth) {
-    if (w.shape == x->shape) return Now(x);
-    if (depth < kMaxDepth && Movable(*x) && NumElements(w.shape) > 0) {
-      if (NodePtr moved = Move(*x, w, depth + 1)) return moved;
+  // The bounds: each node's box (Need). Whether some node other than a slice is computed in part.
+  bool Analyze() {
+    // Each operand's position, found once (operands come before their readers in order_).
+    absl::flat_hash_map<const Node*, int>& index = index_;
+    index.reserve(order_.size());
+    first_operand_.reserve(order_.size() + 1);
+    for (size_t i = 0; i < order_.size(); ++i) {
+      first_operand_.push_back(static_cast<int>(operands_.size()));
+      for (const NodePtr& o : order_[i]->operands) operands_.push_back(index.at(o.get()));
+      index[order_[i]] = static_cast<int>(i);
     }
-    absl::StatusOr<NodePtr> s = MakeSlice(Now(x), std::move(w.starts), std::move(w.shape));
+    first_operand_.push_back(static_cast<int>(operands_.size()));
+    need_.resize(order_.size());
+    for (const Node* root : roots_) need_[static_cast<size_t>(index.at(root))].whole = true;
+    // Readers before what they read: each node's box is complete when its turn comes.
+    bool moved = false;
+    for (size_t i = order_.size(); i-- > 0;) {
+      const Node& n = *order_[i];
+      Need& need = need_[i];
+      if (!need.whole && need.window < 0) need.whole = true;  // unreachable from the roots
+      std::optional<Windows> in;
+      if (n.op == Op::kSlice || (!need.whole && MovesWindows(n))) {
+        in =
+            OperandWindows(n, need.whole ? All(n.shape) : boxes_[static_cast<size_t>(need.window)]);
+      }
+      const std::span<const int> ops = Operands(i);
+      if (in) {
+        need.computed_part = !need.whole;
+        moved = moved || (need.computed_part && n.op != Op::kSlice);
+        for (size_t k = 0; k < ops.size(); ++k) Demand(ops[k], &(*in)[k]);
+        need.reads = static_cast<int>(reads_.size());
+        reads_.push_back(*std::move(in));
+      } else {
+        if (!ops.empty()) need.whole = true;  // computed whole (a leaf keeps its box)
+        for (int o : ops) Demand(o, nullptr);
+      }
+    }
+    return moved;
+  }
+
+  std::vector<NodePtr> Rewrite() {
+    done_.resize(order_.size());
+    for (size_t i = 0; i < order_.size(); ++i) {
+      const Node& n = *order_[i];
+      const Need& need = need_[i];
+      const std::span<const int> ops = Operands(i);
+      bool changed = false, part_in = false;
+      for (int o : ops) {
+        changed = changed || done_[static_cast<size_t>(o)] != nullptr;
+        part_in = part_in || need_[static_cast<size_t>(o)].computed_part;
+      }
+      if (!changed && !need.computed_part) continue;  // as it was
+      // Field by field, as WithOperands does (not the memo of a value an earlier cut computed).
+      Node copy;
+      copy.op = n.op;
+      copy.dtype = n.dtype;
+      copy.shape = n.shape;
+      copy.operands.resize(ops.size());
+      copy.args = n.args;
+      copy.value = n.value;
+      copy.storage = n.storage;
+      if (!need.computed_part && !part_in) {  // all of it, from all of its operands
+        for (size_t k = 0; k < ops.size(); ++k) copy.operands[k] = Now(n.operands[k], ops[k]);
+        done_[i] = FinishNode(std::move(copy));
+        continue;
+      }
+      Windows& in = reads_[static_cast<size_t>(need.reads)];
+      if (n.op == Op::kSlice) {
+        done_[i] = Part(n.operands[0], ops[0], std::move(in[0]));
+        continue;
+      }
+      const Window* box = need.computed_part ? &boxes_[static_cast<size_t>(need.window)] : nullptr;
+      if (n.op == Op::kPad && box != nullptr) {  // where the operand's part sits in the window
+        for (size_t d = 0; d < n.shape.size(); ++d)
+          copy.args[d] = in[0].starts[d] + n.args[d] - box->starts[d];
+      }
+      for (size_t k = 0; k < ops.size(); ++k)
+        copy.operands[k] = Part(n.operands[k], ops[k], std::move(in[k]));
+      if (box != nullptr) copy.shape.assign(box->shape.begin(), box->shape.end());
+      done_[i] = FinishNode(std::move(copy));
+    }
+    std::vector<NodePtr> out;
+    for (const Node* root : roots_) out.push_back(done_[static_cast<size_t>(index_.at(root))]);
+    return out;
+  }
+
+  struct Need {
+    bool whole = false;          // all of the node (a root, or a reader that needs all of it)
+    bool computed_part = false;  // computed over its box alone
+    int window = -1;             // boxes_[window]: the box of what its readers need
+    int reads = -1;              // reads_[reads]: the windows it reads of its operands
+  };
+
+  std::span<const int> Operands(size_t i) const {
+    return std::span<const int>(operands_).subspan(
+        static_cast<size_t>(first_operand_[i]),
+        static_cast<size_t>(first_operand_[i + 1] - first_operand_[i]));
+  }
+
+  // A reader needs window w of the node at position x (all of it when w is null or empty).
+  void Demand(int x, const Window* w) {
+    Need& need = need_[static_cast<size_t>(x)];
+    if (need.whole) return;
+    const Shape& shape = order_[static_cast<size_t>(x)]->shape;
+    if (!w || Elements(w->shape) == 0 || Same(w->shape, shape) || NumElements(shape) == 0) {
+      need.whole = true;
+      return;
+    }
+    if (need.window < 0) {
+      need.window = static_cast<int>(boxes_.size());
+      boxes_.push_back(*w);
+      return;
+    }
+    Window& box = boxes_[static_cast<size_t>(need.window)];
+    for (size_t d = 0; d < box.starts.size(); ++d) {
+      const int64_t lo = std::min(box.starts[d], w->starts[d]);
+      const int64_t hi = std::max(box.starts[d] + box.shape[d], w->starts[d] + w->shape[d]);
+      box.starts[d] = lo;
+      box.shape[d] = hi - lo;
+    }
+    if (Same(box.shape, shape)) need.whole = true;
+  }
+
+  // x (at position i) as it is in the rewritten graph.
+  NodePtr Now(const NodePtr& x, int i) const {
+    const NodePtr& d = done_[static_cast<size_t>(i)];
+    return d != nullptr ? d : x;
+  }
+
+  // Window w of x (an original node, at position i), from what the rewritten graph computes.
+  NodePtr Part(const NodePtr& x, int i, Window w) const {
+    const Need& need = need_[static_cast<size_t>(i)];
+    NodePtr now = Now(x, i);
+    if (need.computed_part) {
+      const Window& box = boxes_[static_cast<size_t>(need.window)];
+      for (size_t d = 0; d < w.starts.size(); ++d) w.starts[d] -= box.starts[d];
+    }
+    if (Same(w.shape, now->shape)) return now;  // all of what is computed: the starts are 0
+    absl::StatusOr<NodePtr> s =
+        MakeSlice(std::move(now), std::vector<int64_t>(w.starts.begin(), w.starts.end()),
+                  Shape(w.shape.begin(), w.shape.end()));
     LAZYCL_CHECK(s.ok(), "SinkSlices: %s", s.status().ToString().c_str());
     return *std::move(s);
   }
 
-  // Window w of x computed from windows of x's operands, or null where x's op cannot.
-  NodePtr Move(const Node& x, const Window& w, int depth) {
-    const size_t rank = x.shape.size();
-    std::vector<NodePtr> operands;
-    if (IsElementwise(x.op)) {
-      for (const NodePtr& o : x.operands) operands.push_back(Slice(o, w, depth));
-    } else if (IsReduce(x.op)) {  // the reduced dims have size 1 in x: whole
-      Window in = w;
-      for (int64_t a : x.args) in.shape[static_cast<size_t>(a)] = x.operands[0]->shape[a];
-      operands.push_back(Slice(x.operands[0], std::move(in), depth));
-    } else if (x.op == Op::kMatmul) {  // batch dims of both, rows of A, columns of B
-      Window a = w, b = w;
-      const int64_t k = x.operands[0]->shape[rank - 1];
-      a.starts[rank - 1] = 0;
-      a.shape[rank - 1] = k;
-      b.starts[rank - 2] = 0;
-      b.shape[rank - 2] = k;
-      operands.push_back(Slice(x.operands[0], std::move(a), depth));
-      operands.push_back(Slice(x.operands[1], std::move(b), depth));
-    } else if (x.op == Op::kExpand) {  // a broadcast dim keeps its one element
-      const Shape& in_shape = x.operands[0]->shape;
-      Window in = w;
-      for (size_t d = 0; d < rank; ++d) {
-        if (in_shape[d] == 1 && x.shape[d] != 1) {
-          in.starts[d] = 0;
-          in.shape[d] = 1;
-        }
-      }
-      operands.push_back(Slice(x.operands[0], std::move(in), depth));
-    } else if (x.op == Op::kPermute) {  // result dim d is operand dim args[d]
-      Window in{std::vector<int64_t>(rank), Shape(rank)};
-      for (size_t d = 0; d < rank; ++d) {
-        in.starts[static_cast<size_t>(x.args[d])] = w.starts[d];
-        in.shape[static_cast<size_t>(x.args[d])] = w.shape[d];
-      }
-      operands.push_back(Slice(x.operands[0], std::move(in), depth));
-    } else if (x.op == Op::kSlice) {  // a window of a window
-      Window in = w;
-      for (size_t d = 0; d < rank; ++d) in.starts[d] += x.args[d];
-      return Slice(x.operands[0], std::move(in), depth);
-    } else if (x.op == Op::kReshape) {
-      std::optional<Window> in = ReshapeWindow(x.operands[0]->shape, x.shape, w);
-      if (!in) return nullptr;
-      operands.push_back(Slice(x.operands[0], *std::move(in), depth));
-    } else {
-      return nullptr;
-    }
-    Node copy = x;
-    copy.operands = std::move(operands);
-    copy.shape = w.shape;
-    return FinishNode(std::move(copy));
-  }
-
   const std::span<const Node* const> roots_;
   const std::span<const Node* const> order_;
-  absl::flat_hash_map<const Node*, int> users_;
-  absl::flat_hash_map<const Node*, NodePtr> done_;  // rewritten nodes
-  bool moved_ = false;
+  absl::flat_hash_map<const Node*, int> index_;  // position in order_
+  std::vector<int> first_operand_, operands_;    // operands_[first_operand_[i]...]: positions
+  std::vector<Need> need_;                       // by position in order_
+  std::vector<Window> boxes_;
+  std::vector<Windows> reads_;
+  std::vector<NodePtr> done_;  // rewritten nodes (null: unchanged)
 };
 
 }  // namespace
@@ -189,6 +328,11 @@ class Sinker {
 std::vector<NodePtr> SinkSlices(std::span<const Node* const> roots,
                                 std::span<const Node* const> order) {
   return Sinker(roots, order).Run();
+}
+
+std::vector<const Node*> PartlyReadLeaves(std::span<const Node* const> roots,
+                                          std::span<const Node* const> order) {
+  return Sinker(roots, order).PartlyReadLeaves();
 }
 
 }  // namespace lazycl::ir

@@ -74,8 +74,8 @@ TEST(SinkSlicesTest, TheLastPositionsLogitsComputeOneRow) {
   EXPECT_GE(slices, 1);
 }
 
-// A value something else reads too (here the logits, also an output) is computed whole, once,
-// and sliced: nothing moves.
+// A value something else reads all of (here the logits, also an output) is computed whole,
+// once, and sliced: nothing moves.
 TEST(SinkSlicesTest, AValueReadElsewhereIsNotMoved) {
   const Head head;
   const NodePtr last = Ok(ir::MakeSlice(head.logits, {0, 63, 0}, {1, 1, 256}));
@@ -85,6 +85,35 @@ TEST(SinkSlicesTest, AValueReadElsewhereIsNotMoved) {
   // A slice of a leaf is a view: nothing to move either.
   const NodePtr view = Ok(ir::MakeSlice(head.x, {0, 1, 0}, {1, 2, 128}));
   EXPECT_EQ(Sink({view.get()})[0], nullptr);
+}
+
+// A value that several readers need parts of is computed once, over the box of those parts:
+// here rows 1 and 3..4 of exp(x), so rows 1..4. A reader of all of it (a root) keeps it whole.
+TEST(SinkSlicesTest, AValueSeveralReadersNeedPartsOfIsComputedOnceOverTheirBox) {
+  const NodePtr x = Leaf({8, 4});
+  const NodePtr e = Ok(ir::MakeUnary(Op::kExp, x));
+  const NodePtr a = Ok(ir::MakeSlice(e, {1, 0}, {1, 4}));
+  const NodePtr b = Ok(ir::MakeSlice(Ok(ir::MakeBinary(Op::kMul, e, e)), {3, 0}, {2, 4}));
+  const std::vector<NodePtr> sunk = Sink({a.get(), b.get()});
+  ASSERT_NE(sunk[0], nullptr);
+  ASSERT_NE(sunk[1], nullptr);
+  int exps = 0;
+  for (const ir::Node* n :
+       ir::PostOrder(std::vector<const ir::Node*>{sunk[0].get(), sunk[1].get()})) {
+    if (n->op != Op::kExp) continue;
+    ++exps;
+    EXPECT_EQ(n->shape, (ir::Shape{4, 4}));
+    ASSERT_EQ(n->operands[0]->op, Op::kSlice);
+    EXPECT_EQ(n->operands[0]->args, (std::vector<int64_t>{1, 0}));
+  }
+  EXPECT_EQ(exps, 1);
+  // With exp(x) a root too, it is computed whole; the product only b reads still moves.
+  const std::vector<NodePtr> kept = Sink({a.get(), b.get(), e.get()});
+  EXPECT_EQ(kept[0], nullptr);
+  EXPECT_EQ(kept[2], nullptr);
+  ASSERT_NE(kept[1], nullptr);
+  ASSERT_EQ(kept[1]->operands[0]->op, Op::kSlice);
+  EXPECT_EQ(kept[1]->operands[0]->operands[0], e);
 }
 
 // Through each op a slice moves through, and where it cannot move (a reshape that splits the
@@ -137,6 +166,23 @@ TEST(SinkSlicesTest, SlicedResultsMatchTheHost) {
       {"empty and whole windows",
        [](const Tensor& x) {
          return std::vector<Tensor>{slice(x * 2.0, 1, 2, 2), slice(x - 1.0, 1, 0, 5)};
+       }},
+      {"two readers' box",
+       [](const Tensor& x) {
+         const Tensor e = exp(x * 0.5);
+         return std::vector<Tensor>{slice(e, 1, 0, 1), slice(e + 1.0, 1, 2, 4)};
+       }},
+      {"pieces of a cat: inside one, across the join",
+       [](const Tensor& x) {
+         const Tensor c = cat({x * 2.0, exp(x)}, 2);
+         return std::vector<Tensor>{slice(c, 1, 3, 4), slice(slice(c * 1.0, 2, 6, 10), 1, 1, 2),
+                                    slice(slice(c + 0.0, 2, 9, 12), 0, 2, 3)};
+       }},
+      {"last position of a decoder block (a norm reads x twice, the residual once more)",
+       [&](const Tensor& x) {
+         const Tensor n = nn::rms_norm(x, other(x, {8}, 6), 1e-5);
+         const Tensor y = x + matmul(silu(matmul(n, other(x, {8, 12}, 7))), other(x, {12, 8}, 8));
+         return std::vector<Tensor>{slice(y, 1, 4, 5)};
        }},
       {"last position of a norm and a head",
        [&](const Tensor& x) {
