@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -197,6 +198,65 @@ absl::Status RunDeferred(runtime::StepLoop& loop, const std::vector<Tensor>& inp
   for (const auto& w : stacked_out) loop.stacked_out.push_back(w.lock());
   absl::StatusOr<runtime::StepLoopResult> run = runtime::RunStepLoop(loop);
   return run.ok() ? absl::OkStatus() : run.status();
+}
+
+// A scan's final carries as its last step (runtime/storage.h: Producer::LastStepOf): the steps
+// before the last, deferred like the scan itself, and the traced body on their carries and the
+// last slice of xs. Made on the first request of a reader that needs only part of a carry (a
+// language model's next token: the last layer for one position), and shared by the carries.
+struct LastStep {
+  std::mutex mu;
+  runtime::StepLoop loop;               // the scan's, not yet run
+  std::vector<Tensor> inputs;           // init, then xs; on the device
+  std::vector<ir::NodePtr> carries;     // the body's new carries
+  std::vector<const ir::Storage*> ids;  // the final carries' storages (identity only)
+  Device device = Device::host();
+  int depth = 1;
+  std::vector<ir::NodePtr> made;  // each carry's last step, once made
+};
+
+ir::NodePtr MakeLastStep(LastStep& s, const ir::Storage& storage) {
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.made.empty()) {
+    runtime::StepLoop before = s.loop;
+    before.steps = s.loop.steps - 1;
+    before.first = s.loop.reverse ? 1 : 0;
+    absl::flat_hash_map<const ir::Node*, ir::NodePtr> replace;
+    std::vector<std::shared_ptr<ir::Storage>> storages;
+    for (size_t i = 0; i < s.carries.size(); ++i) {
+      const ir::Node& c = *s.carries[i];
+      const size_t bytes = static_cast<size_t>(ir::NumElements(c.shape)) * dtype_size(c.dtype);
+      storages.push_back(
+          frontend::NewStorage(s.device, bytes,
+                               absl::StrCat("scan carry ", i, " before the last step ",
+                                            dtype_name(c.dtype), ir::ShapeString(c.shape))));
+      replace[s.loop.carry_in[i].get()] = ir::MakeBuffer(storages.back(), c.dtype, c.shape);
+    }
+    const int64_t t = s.loop.reverse ? 0 : s.loop.steps - 1;
+    for (size_t j = 0; j < s.loop.x_in.size(); ++j) {
+      const ir::NodePtr xs = frontend::NodeOf(*s.inputs[s.carries.size() + j].impl());
+      std::vector<int64_t> starts(xs->shape.size(), 0), shape = xs->shape;
+      starts[0] = t;
+      shape[0] = 1;
+      absl::StatusOr<ir::NodePtr> part = ir::MakeSlice(xs, std::move(starts), std::move(shape));
+      ThrowIfError(part.status());
+      absl::StatusOr<ir::NodePtr> x = ir::MakeReshape(*std::move(part), s.loop.x_in[j]->shape);
+      ThrowIfError(x.status());
+      replace[s.loop.x_in[j].get()] = *std::move(x);
+    }
+    std::vector<std::weak_ptr<ir::Storage>> carry_out(storages.begin(), storages.end());
+    auto producer = std::make_shared<ir::Producer>(
+        [before, inputs = s.inputs, carry_out = std::move(carry_out), device = s.device]() mutable
+        -> absl::Status { return RunDeferred(before, inputs, carry_out, {}, device); },
+        s.depth);
+    for (const std::shared_ptr<ir::Storage>& storage : storages) storage->set_producer(producer);
+    s.made = ir::Substitute(s.carries, replace);
+    base::metrics::Add("ScanLastStepsMade", 1);
+  }
+  for (size_t i = 0; i < s.ids.size(); ++i) {
+    if (s.ids[i] == &storage) return s.made[i];
+  }
+  return nullptr;
 }
 
 // The body traced once on placeholders (or zeros) of one step's carries and xs slices.
@@ -437,6 +497,21 @@ ScanResult scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> xs, Sca
         return RunDeferred(loop, all, carry_out, stacked_out, device);
       },
       depth);
+  if (steps >= 2 && num_ys == 0 && !record) {
+    // A reader that needs only part of a carry may compute the last step itself (LastStep);
+    // not when ys are stacked or the steps recorded (those need every step in place).
+    auto last = std::make_shared<LastStep>();
+    last->loop = loop;
+    last->inputs = all;
+    for (size_t i = 0; i < num_carries; ++i)
+      last->carries.push_back(frontend::NodeOf(*body.outputs[i].impl()));
+    for (size_t i = 0; i < num_carries_declared; ++i) last->ids.push_back(declared[i].get());
+    last->device = device;
+    last->depth = depth;
+    producer->set_last_step([last](const ir::Storage& storage) -> absl::StatusOr<ir::NodePtr> {
+      return MakeLastStep(*last, storage);
+    });
+  }
   for (const std::shared_ptr<ir::Storage>& storage : declared) storage->set_producer(producer);
   base::metrics::Add("ScansDeferred", 1);
 

@@ -688,10 +688,11 @@ NodePtr WithOperands(const Node& n, absl::FunctionRef<NodePtr(const NodePtr&)> n
   return Finish(std::move(copy));
 }
 
-std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
-                                const absl::flat_hash_map<const Node*, NodePtr>& replace) {
-  // The new node of each node walked; null where it is unchanged (the node itself is kept,
-  // reached through its user's operand or the root).
+namespace {
+
+// Substitute's walk: the new node of each node reachable from `roots` (null where unchanged).
+absl::flat_hash_map<const Node*, NodePtr> Substituted(
+    std::span<const Node* const> roots, const absl::flat_hash_map<const Node*, NodePtr>& replace) {
   const std::vector<const Node*> order =
       PostOrder(roots, [&](const Node& n) { return replace.contains(&n); });
   absl::flat_hash_map<const Node*, NodePtr> done;
@@ -704,9 +705,34 @@ std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
   for (const Node* n : order) {
     if (!replace.contains(n)) done[n] = WithOperands(*n, now);
   }
+  return done;
+}
+
+}  // namespace
+
+std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
+                                const absl::flat_hash_map<const Node*, NodePtr>& replace) {
+  // The new node of each node walked; null where it is unchanged (the node itself is kept,
+  // reached through its user's operand or the root).
+  std::vector<const Node*> raw;
+  raw.reserve(roots.size());
+  for (const NodePtr& root : roots) raw.push_back(root.get());
+  const absl::flat_hash_map<const Node*, NodePtr> done = Substituted(raw, replace);
   std::vector<NodePtr> out;
   out.reserve(roots.size());
-  for (const NodePtr& root : roots) out.push_back(now(root));
+  for (const NodePtr& root : roots) {
+    const NodePtr& d = done.at(root.get());
+    out.push_back(d ? d : root);
+  }
+  return out;
+}
+
+std::vector<NodePtr> SubstituteRoots(std::span<const Node* const> roots,
+                                     const absl::flat_hash_map<const Node*, NodePtr>& replace) {
+  const absl::flat_hash_map<const Node*, NodePtr> done = Substituted(roots, replace);
+  std::vector<NodePtr> out;
+  out.reserve(roots.size());
+  for (const Node* root : roots) out.push_back(done.at(root));
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -192,5 +193,8 @@ std::vector<NodePtr> ReadComputed(const std::vector<NodePtr>& roots);
 // must match); nodes that reach no replaced node are shared, not copied.
 std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
                                 const absl::flat_hash_map<const Node*, NodePtr>& replace);
+// The same for roots held elsewhere (a graph's outputs): null where a root is unchanged.
+std::vector<NodePtr> SubstituteRoots(std::span<const Node* const> roots,
+                                     const absl::flat_hash_map<const Node*, NodePtr>& replace);
 
 }  // namespace lazycl::ir

@@ -199,12 +199,49 @@ std::vector<backend::ProgramSource> Sources(const kernels::Plan& plan) {
   return sources;
 }
 
+// A deferred value the graph reads only part of, whose producer leaves its last step to the
+// reader (runtime/storage.h: Producer::LastStepOf; a device scan's final carry), is read as that
+// step's pending graph instead, so that the graph computes only the part of the step it needs
+// (ir/sink_slices.h). `roots` and `order` become the rebuilt graph's, whose nodes `held` keeps.
+absl::Status InlineLastSteps(std::vector<const Node*>& roots, std::vector<const Node*>& order,
+                             std::vector<ir::NodePtr>& held) {
+  if (std::none_of(order.begin(), order.end(), [](const Node* n) {
+        return n->op == ir::Op::kBuffer && n->storage->has_last_step();
+      }))
+    return absl::OkStatus();
+  absl::flat_hash_map<const Node*, ir::NodePtr> replace;
+  for (const Node* leaf : ir::PartlyReadLeaves(roots, order)) {
+    if (!leaf->storage->has_last_step()) continue;
+    absl::StatusOr<ir::NodePtr> step = leaf->storage->LastStep();
+    if (!step.ok()) return step.status();
+    if (*step != nullptr) replace[leaf] = *std::move(step);
+  }
+  if (replace.empty()) return absl::OkStatus();
+  held = ir::SubstituteRoots(roots, replace);
+  for (size_t k = 0; k < roots.size(); ++k) {
+    if (held[k] != nullptr) roots[k] = held[k].get();
+  }
+  order = TopologicalOrder(roots);
+  base::metrics::Add("LastStepsInlined", static_cast<int64_t>(replace.size()));
+  return absl::OkStatus();
+}
+
 // Computes `outputs` of one device as one graph.
 absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
     int device_index, const std::vector<const Node*>& outputs,
     std::span<const Donation> donations) {
   const auto start = std::chrono::steady_clock::now();
-  BuiltGraph built = BuildGraph(outputs, /*bind_offsets=*/false);
+  std::vector<const Node*> roots = outputs;
+  std::vector<const Node*> order = TopologicalOrder(roots);
+  std::vector<ir::NodePtr> held;  // the outputs rebuilt around inlined last steps
+  if (absl::Status s = InlineLastSteps(roots, order, held); !s.ok()) return s;
+  // Deferred results the graph reads (a scan's steps) are set running first: the device computes
+  // them while the host builds and plans the graph that reads them.
+  for (const Node* n : order) {
+    if (n->op != ir::Op::kBuffer || !n->storage->pending()) continue;
+    if (absl::Status s = n->storage->Produce(); !s.ok()) return s;
+  }
+  BuiltGraph built = BuildGraph(roots, /*bind_offsets=*/false, std::move(order));
   // Placeholders are caught before anything runs, with the message that names them.
   for (const Node* n : built.graph.nodes) {
     if (n->op != ir::Op::kBuffer) continue;
@@ -332,11 +369,12 @@ std::string PlaceholderMessage(const Node& leaf, const Device& device) {
       "cannot be read or computed with (pass real data where this value is needed)");
 }
 
-BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets) {
+BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets,
+                      std::vector<const Node*> order) {
   BuiltGraph built;
   kernels::Graph& graph = built.graph;
   graph.bind_offsets = bind_offsets;
-  graph.nodes = TopologicalOrder(outputs);
+  graph.nodes = order.empty() ? TopologicalOrder(outputs) : std::move(order);
   // f16 and bf16 values compute in f32 (ir/half_precision.h): the graph lowered is the rewritten
   // one, with the same outputs' shapes and dtypes and the same Buffer leaves.
   std::vector<const Node*> roots = outputs;

@@ -72,7 +72,9 @@ struct BuiltGraph {
   std::vector<std::shared_ptr<ir::Storage>> params;
   std::vector<double> scalars;
 };
-BuiltGraph BuildGraph(const std::vector<const ir::Node*>& outputs, bool bind_offsets);
+// `order`, when given, is PostOrder(outputs), already walked by the caller.
+BuiltGraph BuildGraph(const std::vector<const ir::Node*>& outputs, bool bind_offsets,
+                      std::vector<const ir::Node*> order = {});
 
 // A compiled graph. The executor's cache of each device keeps the least recently used plans up
 // to a capacity; a caller holds the plan it runs, so an eviction never frees it from under it.

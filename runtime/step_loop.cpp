@@ -150,7 +150,7 @@ absl::StatusOr<StepLoopResult> RunSteps(const StepLoop& loop_in) {
   std::vector<Binding> params(built.params.size());
   std::vector<Binding> outs(loop.outputs.size());
   for (int64_t step = 0; step < loop.steps; ++step) {
-    const int64_t t = loop.reverse ? loop.steps - 1 - step : step;
+    const int64_t t = loop.reverse ? loop.steps - 1 - step : step;  // of the stacked outputs
     for (size_t p = 0; p < built.params.size(); ++p) {
       auto it = role.find(built.params[p].get());
       if (it == role.end()) {
@@ -159,7 +159,7 @@ absl::StatusOr<StepLoopResult> RunSteps(const StepLoop& loop_in) {
         params[p] = {carry[it->second.second], 0};
       } else {
         const size_t j = it->second.second;
-        params[p] = {loop.xs[j], t * ir::NumElements(loop.x_in[j]->shape)};
+        params[p] = {loop.xs[j], (loop.first + t) * ir::NumElements(loop.x_in[j]->shape)};
       }
     }
     const bool last = step + 1 == loop.steps;

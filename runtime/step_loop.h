@@ -26,6 +26,9 @@ struct StepLoop {
   std::vector<std::shared_ptr<ir::Storage>> init, xs;
   int64_t steps = 0;
   bool reverse = false;  // run from the last step to the first
+  // The step whose slice of xs the loop's step 0 reads (a scan whose last step is left to its
+  // reader runs the others: frontend/scan.cpp); the stacked outputs still start at 0.
+  int64_t first = 0;
   // Where the results go, when declared ahead (a deferred scan declares them when it returns): one
   // per carry (written by the last step; unused when there are no steps) and one per stacked
   // output. Empty, or a null entry: allocated here.

@@ -26,9 +26,12 @@ Storage::Storage(Device device, backend::BufferManager* manager, size_t bytes, s
 absl::Status Producer::Run() {
   if (succeeded()) return absl::OkStatus();
   std::function<absl::Status()> run;  // released after the lock: dropping graphs can take long
+  LastStep last_step;
   std::lock_guard<std::mutex> lock(mu_);
   if (!status_.has_value()) {
     run = std::exchange(run_, nullptr);
+    last_step = std::exchange(last_step_, nullptr);
+    has_last_step_.store(false, std::memory_order_release);
     try {
       status_ = run ? run() : absl::InternalError("a deferred computation has no work to run");
     } catch (const std::exception& e) {
@@ -37,6 +40,17 @@ absl::Status Producer::Run() {
     succeeded_.store(status_->ok(), std::memory_order_release);
   }
   return *status_;
+}
+
+absl::StatusOr<std::shared_ptr<const Node>> Producer::LastStepOf(const Storage& storage) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (status_.has_value() || !last_step_) return std::shared_ptr<const Node>();
+  try {
+    return last_step_(storage);
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("a deferred computation's last step failed: ", e.what()));
+  }
 }
 
 Storage::~Storage() { manager_->Release(id_); }

@@ -9,12 +9,16 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include "backend/buffer_manager.h"
 #include "lazycl/device.h"
 #include "lazycl/dtype.h"
 
 namespace lazycl::ir {
+
+struct Node;
+class Storage;
 
 // Deferred work that writes storages when one of them is first read: a device scan's run
 // (frontend/scan.cpp) or a traced Function's call (frontend/function.cpp), declared with its
@@ -39,9 +43,26 @@ class Producer {
   bool succeeded() const { return succeeded_.load(std::memory_order_acquire); }
   int depth() const { return depth_; }
 
+  // A device scan whose last step its reader may compute (frontend/scan.cpp): for one storage
+  // the work writes (a final carry), that value as a pending graph: the last step's body on the
+  // carries of the steps before it, which are deferred work of their own. A graph that reads
+  // only part of the value computes only that part of the last step (runtime/executor.cpp: a
+  // language model's next token needs the last layer for one position). Set before the
+  // storages are shared; released with the work when it runs.
+  using LastStep = std::function<absl::StatusOr<std::shared_ptr<const Node>>(const Storage&)>;
+  void set_last_step(LastStep last_step) {
+    has_last_step_.store(last_step != nullptr, std::memory_order_release);
+    last_step_ = std::move(last_step);
+  }
+  // That graph for `storage`; null where there is none (no such step, or the work has run).
+  absl::StatusOr<std::shared_ptr<const Node>> LastStepOf(const Storage& storage);
+  bool has_last_step() const { return has_last_step_.load(std::memory_order_acquire); }
+
  private:
   std::mutex mu_;
   std::function<absl::Status()> run_;
+  LastStep last_step_;
+  std::atomic<bool> has_last_step_{false};
   std::optional<absl::Status> status_;
   std::atomic<bool> succeeded_{false};
   const int depth_;
@@ -80,6 +101,13 @@ class Storage {
   int pending_depth() const { return pending() ? producer_->depth() : 0; }
   absl::Status Produce() const {
     return producer_ == nullptr ? absl::OkStatus() : producer_->Run();
+  }
+  // While pending: its value as a pending graph of its producer's last step
+  // (Producer::LastStepOf), or null.
+  bool has_last_step() const { return pending() && producer_->has_last_step(); }
+  absl::StatusOr<std::shared_ptr<const Node>> LastStep() const {
+    if (!pending()) return std::shared_ptr<const Node>();
+    return producer_->LastStepOf(*this);
   }
 
  private:

@@ -777,6 +777,67 @@ TEST_F(ScanTest, AScanIsDeferredUntilAResultIsNeeded) {
       testing::ExitedWithCode(3), "");
 }
 
+// A graph that reads only part of a deferred scan's final carry (a language model's last
+// position) computes the last step itself (runtime/storage.h: Producer::LastStepOf), and only
+// the part it reads: the last step's product for one row, while its sum over rows still reads
+// every row. Each way of reading equals the host's loop: in part, whole, in part then whole,
+// run in reverse, and with stacked ys (whose steps all run in place: nothing is inlined).
+TEST_F(ScanTest, AReaderOfPartOfTheCarryComputesPartOfTheLastStep) {
+  const int T = 3;
+  auto run = [&](Device d, bool reverse, bool with_ys) {
+    const Tensor h = reshape(arange(6 * 8, DType::f32, d) * 0.01 - 0.2, {6, 8});
+    const Tensor w = reshape(cos(arange(T * 8 * 8, DType::f32, d)) * 0.3, {T, 8, 8});
+    ScanOptions options;
+    options.reverse = reverse;
+    return scan(
+        [with_ys](const Ts& c, const Ts& x) {
+          Tensor next = c[0] + tanh(matmul(c[0], x[0])) + mean(c[0], {0}, true) * 0.5;
+          return Body{{next}, with_ys ? Ts{next * 2} : Ts{}};
+        },
+        {h}, {w}, options);
+  };
+  auto last_row = [](const Tensor& h) { return slice(h, 0, 5, 6) * 3.0; };
+  std::vector<std::string> kernels;
+  auto ran = [&](const std::string& what) {
+    for (const std::string& k : kernels)
+      if (k.find(what) != std::string::npos) return true;
+    return false;
+  };
+  for (bool reverse : {false, true}) {
+    SCOPED_TRACE(reverse ? "reverse" : "forward");
+    const Tensor want_whole = run(kHost, reverse, false).carry[0];
+    const std::vector<float> whole = want_whole.to_vector<float>();
+    const std::vector<float> part = last_row(want_whole).to_vector<float>();
+
+    metrics::reset();
+    metrics::set_profiling(true);
+    metrics::reset_profile();
+    ScanResult r = run(kCl, reverse, false);
+    ExpectNear(last_row(r.carry[0]).to_vector<float>(), part, 1e-5);
+    kernels.clear();
+    for (const metrics::KernelProfile& k : metrics::kernel_profile()) kernels.push_back(k.kernel);
+    metrics::set_profiling(false);
+    EXPECT_EQ(C("LastStepsInlined"), 1);
+    EXPECT_EQ(C("ScanLastStepsMade"), 1);
+    EXPECT_TRUE(ran("Matmul f32[1,8]")) << ::testing::PrintToString(kernels);
+    EXPECT_TRUE(ran("Matmul f32[6,8]")) << ::testing::PrintToString(kernels);
+    // The same result read whole afterwards: the scan's own run, all its steps.
+    ExpectNear(r.carry[0].to_vector<float>(), whole, 1e-5);
+    EXPECT_EQ(C("LastStepsInlined"), 1);
+
+    metrics::reset();
+    ExpectNear(run(kCl, reverse, false).carry[0].to_vector<float>(), whole, 1e-5);
+    ScanResult sum = run(kCl, reverse, false);
+    ExpectNear((sum.carry[0] * 1.0).to_vector<float>(), whole, 1e-5);
+    EXPECT_EQ(C("LastStepsInlined"), 0) << "a reader of all of the carry";
+    ScanResult ys = run(kCl, reverse, true);
+    ExpectNear(last_row(ys.carry[0]).to_vector<float>(), part, 1e-5);
+    EXPECT_EQ(C("LastStepsInlined"), 0) << "a scan with stacked ys";
+    EXPECT_EQ(C("ScanLastStepsMade"), 0);
+  }
+  ExpectHealthy();
+}
+
 // A loop of scans whose results nobody reads in between is a chain of pending scans; every 16th
 // (frontend::kMaxPendingProducers) runs the ones before it, so reading the last recurses a bounded
 // number of levels (a chain of 20,000, uncut, overflowed the stack when read).
