@@ -215,7 +215,7 @@ struct LastStep {
   std::vector<ir::NodePtr> made;  // each carry's last step, once made
 };
 
-ir::NodePtr MakeLastStep(LastStep& s, const ir::Storage& storage) {
+absl::StatusOr<ir::NodePtr> MakeLastStep(LastStep& s, const ir::Storage& storage) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.made.empty()) {
     runtime::StepLoop before = s.loop;
@@ -250,6 +250,10 @@ ir::NodePtr MakeLastStep(LastStep& s, const ir::Storage& storage) {
         -> absl::Status { return RunDeferred(before, inputs, carry_out, {}, device); },
         s.depth);
     for (const std::shared_ptr<ir::Storage>& storage : storages) storage->set_producer(producer);
+    // The steps before the last are queued now: the device runs them while the host builds the
+    // last step and the graph that reads it (a failed run fails this read, and every later one
+    // of the steps' carries, with its error).
+    if (absl::Status run = producer->Run(); !run.ok()) return run;
     s.made = ir::Substitute(s.carries, replace);
     base::metrics::Add("ScanLastStepsMade", 1);
   }
