@@ -250,12 +250,12 @@ absl::StatusOr<ir::NodePtr> MakeLastStep(LastStep& s, const ir::Storage& storage
         -> absl::Status { return RunDeferred(before, inputs, carry_out, {}, device); },
         s.depth);
     for (const std::shared_ptr<ir::Storage>& storage : storages) storage->set_producer(producer);
+    base::metrics::Add("ScanLastStepsMade", 1);
     // The steps before the last are queued now: the device runs them while the host builds the
     // last step and the graph that reads it (a failed run fails this read, and every later one
     // of the steps' carries, with its error).
     if (absl::Status run = producer->Run(); !run.ok()) return run;
     s.made = ir::Substitute(s.carries, replace);
-    base::metrics::Add("ScanLastStepsMade", 1);
   }
   for (size_t i = 0; i < s.ids.size(); ++i) {
     if (s.ids[i] == &storage) return s.made[i];

@@ -924,6 +924,21 @@ TEST_F(ScanTest, ADeferredScanThatFailsFailsEveryRead) {
   });
   EXPECT_TRUE(Has(e, "captured")) << e;
   ExpectHealthy();
+  // With no ys, a read of part of the carry runs the steps before the last on their own
+  // (AReaderOfPartOfTheCarryComputesPartOfTheLastStep): their failure is that read's, and the
+  // scan's own run fails every later read of all of the carry.
+  ScanResult no_ys = scan(
+      [](const Ts& c, const Ts& x) {
+        return Body{{c[0] + x[0]}, {}};
+      },
+      {zeros({3}, DType::f32, kCl)}, {hole * 2});
+  const int64_t made = C("ScanLastStepsMade");
+  for (const Tensor& t : {slice(no_ys.carry[0], 0, 1, 2) * 2.0, no_ys.carry[0]}) {
+    const std::string msg = ErrorOf([&] { (void)t.to_vector<float>(); });
+    EXPECT_TRUE(Has(msg, "placeholder")) << msg;
+  }
+  EXPECT_EQ(C("ScanLastStepsMade"), made + 1);
+  ExpectHealthy();
 }
 
 }  // namespace
