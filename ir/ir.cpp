@@ -675,17 +675,20 @@ NodePtr WithOperands(const Node& n, absl::FunctionRef<NodePtr(const NodePtr&)> n
                   n.operands.begin() + static_cast<std::ptrdiff_t>(first));
   operands.push_back(std::move(first_new));
   for (size_t i = first + 1; i < n.operands.size(); ++i) operands.push_back(now(n.operands[i]));
-  // Field by field: copying `n` whole would copy its operands (a reference count each) only to
-  // drop them.
+  Node copy = CopyOfFields(n);
+  copy.operands = std::move(operands);
+  return Finish(std::move(copy));
+}
+
+Node CopyOfFields(const Node& n) {
   Node copy;
   copy.op = n.op;
   copy.dtype = n.dtype;
   copy.shape = n.shape;
-  copy.operands = std::move(operands);
   copy.args = n.args;
   copy.value = n.value;
   copy.storage = n.storage;
-  return Finish(std::move(copy));
+  return copy;
 }
 
 namespace {

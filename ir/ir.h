@@ -84,7 +84,7 @@ class NodeMemo {
 // How many nodes have been given a value (NodeMemo::set_value) so far, in every thread.
 uint64_t ComputedEpoch();
 
-// WithOperands (ir.cpp) copies a node field by field: a field added here is copied there too.
+// CopyOfFields (ir.cpp) copies a node field by field: a field added here is copied there too.
 struct Node {
   Node() = default;
   Node(const Node&) = default;
@@ -183,6 +183,10 @@ absl::StatusOr<NodePtr> MakeScatterAdd(NodePtr x, int64_t dim, NodePtr index, No
 // `n` with each operand o swapped for now(o), or null where every operand stays as it is: the
 // step of each pass that rebuilds a graph (Substitute, SinkSlices).
 NodePtr WithOperands(const Node& n, absl::FunctionRef<NodePtr(const NodePtr&)> now);
+// `n`'s fields but its operands (left empty), its memo and what Finish derives: the start of a
+// rebuilt node (WithOperands, SinkSlices). Copying `n` whole would copy its operands (a reference
+// count each) only to drop them.
+Node CopyOfFields(const Node& n);
 
 // `roots` with every node that has a computed value (NodeMemo) read from its buffer as a
 // Buffer leaf; `roots` themselves where no node in their graphs has one (at no cost while no

@@ -171,17 +171,16 @@ class Sinker {
   // The bounds: each node's box (Need). Whether some node other than a slice is computed in part.
   bool Analyze() {
     // Each operand's position, found once (operands come before their readers in order_).
-    absl::flat_hash_map<const Node*, int>& index = index_;
-    index.reserve(order_.size());
+    index_.reserve(order_.size());
     first_operand_.reserve(order_.size() + 1);
     for (size_t i = 0; i < order_.size(); ++i) {
       first_operand_.push_back(static_cast<int>(operands_.size()));
-      for (const NodePtr& o : order_[i]->operands) operands_.push_back(index.at(o.get()));
-      index[order_[i]] = static_cast<int>(i);
+      for (const NodePtr& o : order_[i]->operands) operands_.push_back(index_.at(o.get()));
+      index_[order_[i]] = static_cast<int>(i);
     }
     first_operand_.push_back(static_cast<int>(operands_.size()));
     need_.resize(order_.size());
-    for (const Node* root : roots_) need_[static_cast<size_t>(index.at(root))].whole = true;
+    for (const Node* root : roots_) need_[static_cast<size_t>(index_.at(root))].whole = true;
     // Readers before what they read: each node's box is complete when its turn comes.
     bool moved = false;
     for (size_t i = order_.size(); i-- > 0;) {
@@ -220,15 +219,8 @@ class Sinker {
         part_in = part_in || need_[static_cast<size_t>(o)].computed_part;
       }
       if (!changed && !need.computed_part) continue;  // as it was
-      // Field by field, as WithOperands does (not the memo of a value an earlier cut computed).
-      Node copy;
-      copy.op = n.op;
-      copy.dtype = n.dtype;
-      copy.shape = n.shape;
+      Node copy = CopyOfFields(n);  // not the memo of a value an earlier cut computed
       copy.operands.resize(ops.size());
-      copy.args = n.args;
-      copy.value = n.value;
-      copy.storage = n.storage;
       if (!need.computed_part && !part_in) {  // all of it, from all of its operands
         for (size_t k = 0; k < ops.size(); ++k) copy.operands[k] = Now(n.operands[k], ops[k]);
         done_[i] = FinishNode(std::move(copy));
