@@ -265,9 +265,11 @@ Epilogues FindEpilogues(const Partition& p, bool dual_products) {
          !DualPair(p, p.node(carried->second), m))) {
       continue;
     }
-    // An output that reshapes the matmul (`matmul(a, b).detach()`) is written by the matmul
-    // itself (Memory's reshaped outputs): its root runs no kernel, so it cannot carry the matmul.
-    if (IsIdentityReshape(root) && p.IsOutput(r)) continue;
+    // An output that only reshapes the matmul (`matmul(a, b).detach()`) is written by the
+    // matmul itself (Memory's reshaped outputs): its root runs no kernel, so it cannot carry the
+    // matmul. One that reshapes a chain over it (`(w - lr * grad).detach()`, SGD's update of a
+    // weight from its gradient) is that chain's root and carries it like any other.
+    if (IsIdentityReshape(root) && p.IsOutput(r) && RootBelowReshapes(p, r) == mi) continue;
     // A row kernel (reductions taken in by FuseRowReductions) has no per-element epilogue.
     const std::vector<int> region = p.Region(r);
     const bool row_kernel = std::any_of(region.begin(), region.end(),

@@ -612,6 +612,30 @@ TEST(FusionTest, ReluGradientAndSgdUpdateAreMatmulEpilogues) {
   }
 }
 
+// The update written as an optimizer writes it, `(w - lr * grad).detach()`, where the output is
+// a detach() of the whole chain (an identity reshape of the Add, not of the product): the chain
+// is still the matmul's epilogue. Only a detach() of the product itself is the matmul's own
+// output (AMatmulReadThroughAnOutputDetachIsComputed).
+TEST(FusionTest, ADetachedSgdUpdateIsItsGradientsEpilogue) {
+  const int64_t m = 40, k = 50, n = 36;
+  const std::vector<float> xv = Values(m * k, 0.01f, -0.5f);
+  const std::vector<float> wv = Values(k * n, -0.013f, 0.6f);
+  const std::vector<float> gv = Values(m * n, -0.03f, 1.5f);
+  Tensor x = tensor(xv, {m, k}, kCl);
+  Tensor w = tensor(wv, {k, n}, kCl);
+  Tensor g = tensor(gv, {m, n}, kCl);
+  Tensor updated = (w - matmul(transpose(x, 0, 1), g) * 0.5).detach();
+  EXPECT_EQ(KernelsFor(updated), 1);
+  const std::vector<float> got_w = updated.to_vector<float>();
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double d = 0;
+      for (int64_t r = 0; r < m; ++r) d += static_cast<double>(xv[r * k + i]) * gv[r * n + j];
+      EXPECT_NEAR(got_w[i * n + j], wv[i * n + j] - 0.5 * d, 1e-4) << i << "," << j;
+    }
+  }
+}
+
 // The gradient of an operand that is a transpose (x @ w^T in a linear layer, q @ k^T in
 // attention) is computed as the product in w's own layout, g^T x: one kernel, where the
 // transpose of x^T g took a matmul and a copy (or made its readers gather through the
