@@ -148,8 +148,8 @@ KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const 
     // Rows per work-item (matmul_cpu.cl's `mb`, a multiple of MR): many rows share one copy of
     // a B panel, but keep enough work-items for every core.
     const int64_t mr = bl.mr, nr = bl.nr;
-    // A B^T (B read in place, transposed): each work-item transposes its panels of B with
-    // scalar copies, so it takes all of M while that leaves enough work-items.
+    // A B^T (B read in place, transposed): each work-item transposes its panels of B into
+    // local memory, so it takes all of M while that leaves enough work-items.
     const bool b_transposed = b.col_stride != 1 && b.row_stride == 1;
     const int64_t all_rows = (m + mr - 1) / mr * mr;
     int64_t rows = b_transposed ? all_rows : std::min<int64_t>(bl.rows, all_rows);

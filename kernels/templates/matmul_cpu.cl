@@ -10,7 +10,10 @@
 // the work-item first copies KB rows of its panel into contiguous local memory (KB * NR floats,
 // sized for L1; private to the work-group of one work-item), then runs every row block over
 // that copy; a copy costs 1/mb of the multiply-adds. K > KB takes several passes that add into
-// C. B^T (b_sk == 1) is copied column by column, reading B contiguously.
+// C. B^T (b_sk == 1) is copied 16 columns by 16 k at a time, reading B contiguously and
+// transposing in registers (a scalar copy before: the MLP step's dA = dC W^T took 1.105x the
+// time of its forward product, 1.062x with this and B^T's next pass prefetched, medians of 8
+// rounds alternating on a 2-core Zen 4 EPYC).
 // A whole panel of a row-major B is read in place instead (`direct`) when the work-item has few
 // rows to amortise the copy over (mb < 4 MR: the small-M products of sampling, where the copy
 // made [64, 352] x [352, 128]-like products 1.4-1.9x slower). Reading in place also gained
@@ -80,27 +83,55 @@
 #define LC_CAT(a, b) a##b
 #define LC_XCAT(a, b) LC_CAT(a, b)
 #define LC_FV LC_XCAT(float, LC_VW)  // the vector type
-#define LC_VLOAD LC_XCAT(vload, LC_VW)
-#define LC_VSTORE LC_XCAT(vstore, LC_VW)
+// Vectors of LC_VW floats (lc_fvu) and of 16 (lc_f16u) read and written at any float-aligned
+// address through a type aligned as a float: one unaligned vector instruction each, where
+// PoCL's vloadN/vstoreN came out as 128-bit pieces and inserts in the panel copy.
+typedef LC_FV lc_fvu __attribute__((aligned(4)));
+typedef float16 lc_f16u __attribute__((aligned(4)));
+#define LC_GLOAD(v, p) (*((const __global lc_fvu*)(p) + (v)))
+#define LC_LLOAD(v, p) (*((const __local lc_fvu*)(p) + (v)))
+#define LC_PLOAD(v, p) (*((const lc_fvu*)(p) + (v)))
+#define LC_GSTORE(x, v, p) (*((__global lc_fvu*)(p) + (v)) = (x))
+#define LC_LSTORE(x, v, p) (*((__local lc_fvu*)(p) + (v)) = (x))
+#define LC_PSTORE(x, v, p) (*((lc_fvu*)(p) + (v)) = (x))
+#define LC_PLOAD16(p) (*(const lc_f16u*)(p))
+#define LC_GLOAD16(p) (*(const __global lc_f16u*)(p))
+#define LC_GSTORE16(x, p) (*(__global lc_f16u*)(p) = (x))
+#define LC_LSTORE16(x, p) (*(__local lc_f16u*)(p) = (x))
+#define LC_X16(X) \
+  X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
+// One round of a 16 x 16 transpose: row i of o holds the even elements of rows 2i and 2i + 1 of
+// r, row i + 8 their odd ones. Four rounds move the element at (row, col) to (col, row): each
+// rotates the 8 bits row:col right by one.
+#define LC_TPAIR(r, x, y, half) (float16)((r##x).half, (r##y).half)
+#define LC_TROUND(o, r)                                                             \
+  const float16 o##0 = LC_TPAIR(r, 0, 1, even), o##1 = LC_TPAIR(r, 2, 3, even),     \
+                o##2 = LC_TPAIR(r, 4, 5, even), o##3 = LC_TPAIR(r, 6, 7, even),     \
+                o##4 = LC_TPAIR(r, 8, 9, even), o##5 = LC_TPAIR(r, 10, 11, even),   \
+                o##6 = LC_TPAIR(r, 12, 13, even), o##7 = LC_TPAIR(r, 14, 15, even), \
+                o##8 = LC_TPAIR(r, 0, 1, odd), o##9 = LC_TPAIR(r, 2, 3, odd),       \
+                o##10 = LC_TPAIR(r, 4, 5, odd), o##11 = LC_TPAIR(r, 6, 7, odd),     \
+                o##12 = LC_TPAIR(r, 8, 9, odd), o##13 = LC_TPAIR(r, 10, 11, odd),   \
+                o##14 = LC_TPAIR(r, 12, 13, odd), o##15 = LC_TPAIR(r, 14, 15, odd);
 
 // Accumulator v (a vector of LC_VW columns) of row i, and row i's pointer into C.
 #define LC_ACC(i, v) acc##i##_##v
 #define LC_ZERO(i, v) LC_FV LC_ACC(i, v) = (LC_FV)(0.0f);
-#define LC_LOAD_C(i, v) LC_ACC(i, v) = LC_VLOAD(v, cr##i + n0);
-#define LC_LOAD_T(i, v) LC_ACC(i, v) = LC_VLOAD(v, t);
-#define LC_STORE_C(i, v) LC_VSTORE(LC_ACC(i, v), v, cr##i + n0);
-#define LC_STORE_T(i, v) LC_VSTORE(LC_ACC(i, v), v, t);
-#define LC_LOAD_B(i, v) const LC_FV b##v = LC_VLOAD(v, panel + k * NR);
-#define LC_LOAD_B_DIRECT(i, v) const LC_FV b##v = LC_VLOAD(v, bk + k * b_sk + n0);
+#define LC_LOAD_C(i, v) LC_ACC(i, v) = LC_GLOAD(v, cr##i + n0);
+#define LC_LOAD_T(i, v) LC_ACC(i, v) = LC_PLOAD(v, t);
+#define LC_STORE_C(i, v) LC_GSTORE(LC_ACC(i, v), v, cr##i + n0);
+#define LC_STORE_T(i, v) LC_PSTORE(LC_ACC(i, v), v, t);
+#define LC_LOAD_B(i, v) const LC_FV b##v = LC_LLOAD(v, panel + k * NR);
+#define LC_LOAD_B_DIRECT(i, v) const LC_FV b##v = LC_GLOAD(v, bk + k * b_sk + n0);
 #define LC_FMA(i, v) LC_ACC(i, v) = fma(x, b##v, LC_ACC(i, v));
 // The second product's accumulators and B vectors (LC_DUAL).
 #define LC_ACC2(i, v) dacc##i##_##v
 #define LC_ZERO2(i, v) LC_FV LC_ACC2(i, v) = (LC_FV)(0.0f);
-#define LC_LOAD_B2_DIRECT(i, v) const LC_FV d##v = LC_VLOAD(v, B2 + k * b2_sk + n0);
-#define LC_LOAD_B_TAIL(i, v) const LC_FV b##v = LC_VLOAD(v, bt);
-#define LC_LOAD_B2_TAIL(i, v) const LC_FV d##v = LC_VLOAD(v, dt);
+#define LC_LOAD_B2_DIRECT(i, v) const LC_FV d##v = LC_GLOAD(v, B2 + k * b2_sk + n0);
+#define LC_LOAD_B_TAIL(i, v) const LC_FV b##v = LC_PLOAD(v, bt);
+#define LC_LOAD_B2_TAIL(i, v) const LC_FV d##v = LC_PLOAD(v, dt);
 #define LC_FMA2(i, v) LC_ACC2(i, v) = fma(x, d##v, LC_ACC2(i, v));
-#define LC_STORE_T2(i, v) LC_VSTORE(LC_ACC2(i, v), v, t2);
+#define LC_STORE_T2(i, v) LC_PSTORE(LC_ACC2(i, v), v, t2);
 
 __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb, long a_bi,
                          long a_sg, long a_sm, long a_sk, __global const float* restrict B,
@@ -169,9 +200,9 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
 #if defined(LC_EPILOGUE16)
 #define LC_STORE_DUAL_FULL(i)                                                                 \
   for (int j = 0; j < NR; j += 16)                                                            \
-    vstore16(lc_epilogue16(vload16(0, t + j), vload16(0, t2 + j), batch, m0 + i, n0 + j      \
-                           LC_EPI_ARGS),                                                      \
-             0, cr##i + n0 + j);
+    LC_GSTORE16(lc_epilogue16(LC_PLOAD16(t + j), LC_PLOAD16(t2 + j), batch, m0 + i, n0 + j \
+                              LC_EPI_ARGS),                                                 \
+                cr##i + n0 + j);
 #else
 #define LC_STORE_DUAL_FULL(i)                                                                 \
   for (int j = 0; j < NR; ++j)                                                                \
@@ -199,9 +230,19 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
     const bool last = k0 + KB >= K;
     __global const float* bk = B + k0 * b_sk;
 #ifdef LC_APACK
+    // Each k's rows of A are a run of `mb` floats a_sk apart from the last k's (a new page at
+    // a_sk = 1024): the runs 8 k ahead are fetched while this one is copied.
     for (long k = 0; k < kn; ++k) {
       __global const float* src = A + (k0 + k) * a_sk + m_begin;
-      for (long r0 = 0; r0 < m_end - m_begin; r0 += MR) {
+      if (k + 8 < kn) {
+        for (long r = 0; r < m_end - m_begin; r += 16) LC_PREFETCH(src + 8 * a_sk + r);
+      }
+      long r0 = 0;
+      for (; r0 + MR <= m_end - m_begin; r0 += MR) {
+        __local float* dst = apack + (r0 * KB + k * MR);
+        for (int i = 0; i < MR; ++i) dst[i] = src[r0 + i];
+      }
+      for (; r0 < m_end - m_begin; r0 += MR) {  // a last block past M: zeros
         __local float* dst = apack + (r0 * KB + k * MR);
         for (int i = 0; i < MR; ++i) dst[i] = m_begin + r0 + i < M ? src[r0 + i] : 0.0f;
       }
@@ -218,15 +259,36 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
     } else if (b_sn == 1 && full) {
       for (long k = 0; k < kn; ++k) {
         for (int v = 0; v < NR / LC_VW; ++v)
-          LC_VSTORE(LC_VLOAD(v, bk + k * b_sk + n0), v, panel + k * NR);
+          LC_LSTORE(LC_GLOAD(v, bk + k * b_sk + n0), v, panel + k * NR);
       }
     } else if (b_sk == 1) {  // B^T: each column of the panel is contiguous in B
-      for (int j = 0; j < NR; ++j) {
+      long k_done = 0;
+      if (full) {
+        // 16 columns by 16 k at a time: 16 vector loads down the columns, a transpose in
+        // registers, 16 vector stores into rows of the panel.
+        for (; k_done + 16 <= kn; k_done += 16) {
+          for (int j = 0; j < NR; j += 16) {
+            __global const float* src = bk + (n0 + j) * b_sn + k_done;
+            __local float* dst = panel + k_done * NR + j;
+#define LC_TLOAD(x) const float16 lc_a##x = LC_GLOAD16(src + x * b_sn);
+            LC_X16(LC_TLOAD)
+#undef LC_TLOAD
+            LC_TROUND(lc_b, lc_a)
+            LC_TROUND(lc_c, lc_b)
+            LC_TROUND(lc_d, lc_c)
+            LC_TROUND(lc_e, lc_d)
+#define LC_TSTORE(x) LC_LSTORE16(lc_e##x, dst + x * NR);
+            LC_X16(LC_TSTORE)
+#undef LC_TSTORE
+          }
+        }
+      }
+      for (int j = 0; j < NR; ++j) {  // the k left after whole blocks of 16, or a partial panel
         __global const float* col = bk + (n0 + j) * b_sn;
         if (n0 + j < N) {
-          for (long k = 0; k < kn; ++k) panel[k * NR + j] = col[k];
+          for (long k = k_done; k < kn; ++k) panel[k * NR + j] = col[k];
         } else {
-          for (long k = 0; k < kn; ++k) panel[k * NR + j] = 0.0f;
+          for (long k = k_done; k < kn; ++k) panel[k * NR + j] = 0.0f;
         }
       }
     } else {
@@ -251,8 +313,9 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
   }
       LC_ROWS(LC_DECL)
 #undef LC_DECL
-      // What the next block reads besides A and the panel (its partial sums of C, and on the
-      // last pass its epilogue's inputs) is fetched while this one computes.
+      // What the next block reads or writes besides A and the panel (its lines of C: partial
+      // sums, or on the first pass lines its stores would otherwise wait to own; and on the last
+      // pass its epilogue's inputs) is fetched while this one computes.
       if (full && m0 + MR < m_end) {
 #define LC_AHEAD(i)                                                                \
   if (m0 + MR + i < M) {                                                           \
@@ -267,25 +330,36 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
       // The next pass's rows of B, a share of them per block, fetched while this pass computes:
       // its copy into the panel otherwise waits on rows that are N floats apart, a page each at
       // N = 1024, which the hardware prefetchers do not follow (+4-10% on [256, 1024] x
-      // [1024, 1024], +2% at 1024 and 2048 on a Zen 4 EPYC; no change where K <= KB).
+      // [1024, 1024], +2% at 1024 and 2048 on a Zen 4 EPYC; no change where K <= KB). B^T's
+      // columns likewise, each a run of the next pass's k.
       // With several panels (LC_PANELS), the next panel of this pass is what comes next, and
       // after the last one the first of the next pass.
 #ifdef LC_PANELS
       const bool same_pass = p + 1 < p_end;
-      __global const float* next = same_pass ? bk + n0 + NR : bk + KB * b_sk + p_begin * NR;
-      const bool next_full = (same_pass ? n0 + NR : p_begin * NR) + NR <= N;
-      const long next_kn = same_pass ? kn : min((long)KB, K - k0 - KB);
-      if ((same_pass || !last) && !direct && b_sn == 1 && next_full) {
+      const long next_n0 = same_pass ? n0 + NR : p_begin * NR;
+      const long next_k0 = same_pass ? k0 : k0 + KB;
+      const bool ahead = (same_pass || !last) && !direct && next_n0 + NR <= N;
 #else
-      __global const float* next = bk + KB * b_sk + n0;
-      const long next_kn = min((long)KB, K - k0 - KB);
-      if (!last && !direct && b_sn == 1 && full) {
+      const long next_n0 = n0;
+      const long next_k0 = k0 + KB;
+      const bool ahead = !last && !direct && full;
 #endif
+      if (ahead) {
+        const long next_kn = min((long)KB, K - next_k0);
         const long blocks = (m_end - m_begin + MR - 1) / MR;
-        const long per = (KB + blocks - 1) / blocks;
-        const long first = ((m0 - m_begin) / MR) * per;
-        for (long k = first; k < min(first + per, next_kn); ++k) {
-          for (int j = 0; j < NR; j += 16) LC_PREFETCH(next + k * b_sk + j);
+        const long block = (m0 - m_begin) / MR;
+        if (b_sn == 1) {
+          __global const float* next = B + next_k0 * b_sk + next_n0;
+          const long per = (KB + blocks - 1) / blocks;
+          for (long k = block * per; k < min(block * per + per, next_kn); ++k) {
+            for (int j = 0; j < NR; j += 16) LC_PREFETCH(next + k * b_sk + j);
+          }
+        } else if (b_sk == 1) {
+          __global const float* next = B + next_k0 + next_n0 * b_sn;
+          const long per = (NR + blocks - 1) / blocks;
+          for (long j = block * per; j < min(block * per + per, (long)NR); ++j) {
+            for (long k = 0; k < next_kn; k += 16) LC_PREFETCH(next + j * b_sn + k);
+          }
         }
       }
 #define LC_ROW_FMA(i)                  \
@@ -343,8 +417,8 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
     LC_VECS(LC_STORE_T, i)                                                              \
     if (full) {                                                                         \
       for (int j = 0; j < NR; j += 16)                                                  \
-        vstore16(lc_epilogue16(vload16(0, t + j), batch, m0 + i, n0 + j LC_EPI_ARGS), 0, \
-                 cr##i + n0 + j);                                                       \
+        LC_GSTORE16(lc_epilogue16(LC_PLOAD16(t + j), batch, m0 + i, n0 + j LC_EPI_ARGS), \
+                    cr##i + n0 + j);                                                    \
     } else {                                                                            \
       for (int j = 0; j < NR && n0 + j < N; ++j)                                        \
         cr##i[n0 + j] = lc_epilogue(t[j], batch, m0 + i, n0 + j LC_EPI_ARGS);           \
