@@ -355,9 +355,16 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
             for (int j = 0; j < NR; j += 16) LC_PREFETCH(next + k * b_sk + j);
           }
         } else if (b_sk == 1) {
+          // In the pass's last NR blocks at most: fetched at the start of a long pass (2048
+          // rows, 256 blocks), columns b_sn apart (few cache sets) would have to wait out all of
+          // it in cache. At 2048^3 A B^T neither placement, nor none, was measurably faster on
+          // the noisy VM (4 rounds alternating); at [256, 1024] x [1024, 1024]^T every block
+          // fetches one column, as before.
           __global const float* next = B + next_k0 + next_n0 * b_sn;
-          const long per = (NR + blocks - 1) / blocks;
-          for (long j = block * per; j < min(block * per + per, (long)NR); ++j) {
+          const long late = max(0L, blocks - NR);
+          const long per = (NR + (blocks - late) - 1) / (blocks - late);
+          const long first = (block - late) * per;
+          for (long j = max(0L, first); block >= late && j < min(first + per, (long)NR); ++j) {
             for (long k = 0; k < next_kn; k += 16) LC_PREFETCH(next + j * b_sn + k);
           }
         }
