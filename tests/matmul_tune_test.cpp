@@ -58,14 +58,18 @@ TEST(MatmulCandidatesTest, FollowTheReportedVectorWidth) {
 }
 
 TEST(MatmulCandidatesTest, Avx2AndAvx512Defaults) {
-  // AVX2 (8 floats, 16 registers, 32 KiB L1): 6 x 16 in 12 accumulators, no 64-wide panels.
+  // AVX2 (8 floats, 16 registers, 32 KiB L1): 6 x 16 in 12 accumulators over a panel that fills
+  // L1, no 64-wide panels.
   const SimdInfo avx2 = Fake(8);
   const MatmulBlocking d2 = runtime::DefaultBlocking(avx2);
-  EXPECT_EQ(runtime::BlockingString(d2), "vw=8 mr=6 nr=16 kb=256 rows=126");
+  EXPECT_EQ(runtime::BlockingString(d2), "vw=8 mr=6 nr=16 kb=512 rows=126");
   for (const MatmulBlocking& b : runtime::MatmulCandidates(avx2)) EXPECT_LE(b.nr, 32);
-  // AVX-512 (16 floats, 32 registers, 48 KiB L1): 8 x 32 over a 256-deep panel.
+  // AVX-512 (16 floats, 32 registers, 48 KiB L1): 8 x 32 over a 256-deep panel (384 would not
+  // be a power of two), the same at 32 KiB.
   const MatmulBlocking d5 = runtime::DefaultBlocking(Fake(16, 48 * 1024));
   EXPECT_EQ(runtime::BlockingString(d5), "vw=16 mr=8 nr=32 kb=256 rows=128");
+  EXPECT_EQ(runtime::BlockingString(runtime::DefaultBlocking(Fake(16, 32 * 1024))),
+            "vw=16 mr=8 nr=32 kb=256 rows=128");
   // The native width is preferred to the preferred one when both are reported.
   SimdInfo mixed = Fake(16);
   mixed.native_float_width = 8;
@@ -73,10 +77,11 @@ TEST(MatmulCandidatesTest, Avx2AndAvx512Defaults) {
 }
 
 TEST(MatmulCandidatesTest, PanelDepthFollowsCaches) {
-  EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 16 * 1024)).kb, 64);            // small L1
+  EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 16 * 1024)).kb, 128);           // small L1
+  EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 8 * 1024)).kb, 64);             // at least 64
   EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 8 << 20, 8 << 20)).kb, 1024);   // capped
   EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 48 * 1024, 8 * 1024)).kb, 64);  // local memory
-  EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 0)).kb, 128);  // unknown L1: 32 KiB assumed
+  EXPECT_EQ(runtime::DefaultBlocking(Fake(16, 0)).kb, 256);  // unknown L1: 32 KiB assumed
 }
 
 TEST(MatmulCandidatesTest, WidthsTriedAreTheReportedAndHalfOfIt) {
