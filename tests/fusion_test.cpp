@@ -576,6 +576,22 @@ TEST(FusionTest, MatmulWithoutFusableEpilogueKeepsItsKernel) {
   }
 }
 
+// `updated` is w - 0.5 * x^T g for w [k, n], x [m, k] and g [m, n], against a double-precision
+// host product.
+void ExpectSgdUpdate(const Tensor& updated, const std::vector<float>& wv,
+                     const std::vector<float>& xv, const std::vector<float>& gv, int64_t m,
+                     int64_t k, int64_t n) {
+  const std::vector<float> got_w = updated.to_vector<float>();
+  ASSERT_EQ(got_w.size(), static_cast<size_t>(k * n));
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double d = 0;
+      for (int64_t r = 0; r < m; ++r) d += static_cast<double>(xv[r * k + i]) * gv[r * n + j];
+      EXPECT_NEAR(got_w[i * n + j], wv[i * n + j] - 0.5 * d, 1e-4) << i << "," << j;
+    }
+  }
+}
+
 // The chains of a training step's backward pass fuse too: relu's gradient (a comparison of the
 // stored activation at the element's index) and SGD's update of a detached gradient (detach()
 // is an identity reshape of the pending product) are each stored by their matmul's kernel.
@@ -602,14 +618,7 @@ TEST(FusionTest, ReluGradientAndSgdUpdateAreMatmulEpilogues) {
   }
   EXPECT_GT(masked, 0);
   EXPECT_LT(masked, m * n);
-  const std::vector<float> got_w = updated.to_vector<float>();
-  for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double d = 0;
-      for (int64_t r = 0; r < m; ++r) d += static_cast<double>(xv[r * k + i]) * gv[r * n + j];
-      EXPECT_NEAR(got_w[i * n + j], wv[i * n + j] - 0.5 * d, 1e-4) << i << "," << j;
-    }
-  }
+  ExpectSgdUpdate(updated, wv, xv, gv, m, k, n);
 }
 
 // The update written as an optimizer writes it, `(w - lr * grad).detach()`, where the output is
@@ -626,14 +635,7 @@ TEST(FusionTest, ADetachedSgdUpdateIsItsGradientsEpilogue) {
   Tensor g = tensor(gv, {m, n}, kCl);
   Tensor updated = (w - matmul(transpose(x, 0, 1), g) * 0.5).detach();
   EXPECT_EQ(KernelsFor(updated), 1);
-  const std::vector<float> got_w = updated.to_vector<float>();
-  for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double d = 0;
-      for (int64_t r = 0; r < m; ++r) d += static_cast<double>(xv[r * k + i]) * gv[r * n + j];
-      EXPECT_NEAR(got_w[i * n + j], wv[i * n + j] - 0.5 * d, 1e-4) << i << "," << j;
-    }
-  }
+  ExpectSgdUpdate(updated, wv, xv, gv, m, k, n);
 }
 
 // The gradient of an operand that is a transpose (x @ w^T in a linear layer, q @ k^T in
