@@ -104,9 +104,9 @@ int64_t PowerOfTwoAtMost(int64_t x) {
 // cycle at 8 x 32), which costs less than twice the passes over C and twice the per-block setup
 // of a panel that fits with room for A's rows: at 3/4 of L1 (kb 128 at 32 KiB and NR 32) the
 // MLP training step of `lazycl-bench models` took 77.0 ms against 73.0 at kb 256 (medians of
-// 4 rounds alternating, each round faster, every one of its products faster; 2-core Zen 4
-// EPYC), and 76.8 against 70.8 ms with AVX2 code (kb 256 against 512 at NR 16, 6 rows; 2 of 4
-// rounds noisy).
+// 4 rounds alternating, the step faster in each round and each of its three products in the
+// medians; 2-core Zen 4 EPYC), and 76.8 against 70.8 ms with AVX2 code (kb 256 against 512 at
+// NR 16, 6 rows; 2 of 4 rounds noisy).
 int PanelDepth(const SimdInfo& s, int nr) {
   const int64_t l1 = s.l1_bytes > 0 ? s.l1_bytes : kDefaultL1;
   int64_t kb = std::clamp<int64_t>(PowerOfTwoAtMost(l1 / (nr * 4)), 64, 1024);

@@ -242,7 +242,7 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
         __local float* dst = apack + (r0 * KB + k * MR);
         for (int i = 0; i < MR; ++i) dst[i] = src[r0 + i];
       }
-      for (; r0 < m_end - m_begin; r0 += MR) {  // a last block past M: zeros
+      for (; r0 < m_end - m_begin; r0 += MR) {  // the last block, partly past M: zeros there
         __local float* dst = apack + (r0 * KB + k * MR);
         for (int i = 0; i < MR; ++i) dst[i] = m_begin + r0 + i < M ? src[r0 + i] : 0.0f;
       }
