@@ -66,6 +66,12 @@ struct TuneResult {
   bool from_cache = false;
 };
 
+// The winner among `results`: `incumbent`'s result unless another ran 5% faster (timings on a
+// shared machine vary by more than the smaller differences), else the fastest; nullptr when
+// none ran. The incumbent is a default blocking, derived from what the device reports.
+const CandidateResult* PickBlocking(const std::vector<CandidateResult>& results,
+                                    const kernels::MatmulBlocking& incumbent);
+
 // The cache file for `info` in `dir` and the key line it must hold.
 std::string TuneCachePath(const backend::DeviceInfo& info, const std::string& dir);
 std::string TuneCacheKey(const backend::DeviceInfo& info);
@@ -78,7 +84,8 @@ std::optional<kernels::MatmulBlocking> ReadTuneCache(const std::string& path,
 // Times every candidate on `device` (reusing the cache file in `cache_dir` unless `force`) and
 // writes the winner there. `candidates` empty: the default of each of CandidateWidths first,
 // then the rest of MatmulCandidates for the width whose default was fastest (the reported one
-// unless another is 5% faster). An error when no candidate matched the reference.
+// unless another is 5% faster), of which that width's default stays unless another is 5%
+// faster (PickBlocking). An error when no candidate matched the reference.
 absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string& cache_dir,
                                       bool force,
                                       std::vector<kernels::MatmulBlocking> candidates = {});

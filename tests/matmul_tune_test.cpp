@@ -93,6 +93,42 @@ TEST(MatmulCandidatesTest, WidthsTriedAreTheReportedAndHalfOfIt) {
             runtime::DefaultBlocking(Fake(8)));
 }
 
+// The incumbent (the chosen width's default) stays unless another ran 5% faster, wherever it is
+// in the list: behind a slower default of another width (the width probe's first candidate),
+// two of the narrower width's blockings 2% apart once let the faster-scoring 2-row one win.
+TEST(MatmulCandidatesTest, TheIncumbentStaysUnlessAnotherIsFivePercentFaster) {
+  const MatmulBlocking wide = runtime::DefaultBlocking(Fake(16));
+  const MatmulBlocking narrow = runtime::DefaultBlocking(Fake(8));
+  MatmulBlocking two_rows = narrow;
+  two_rows.mr = 2;
+  two_rows.rows = 128;
+  MatmulBlocking deeper = narrow;
+  deeper.kb *= 2;
+  std::vector<runtime::CandidateResult> results = {
+      {wide, 83.2, ""}, {narrow, 172.0, ""}, {two_rows, 175.9, ""}, {deeper, 176.7, ""}};
+  auto pick = [](const std::vector<runtime::CandidateResult>& rs, const MatmulBlocking& held) {
+    const runtime::CandidateResult* r = runtime::PickBlocking(rs, held);
+    return r == nullptr ? std::string("none") : runtime::BlockingString(r->blocking);
+  };
+  const std::string s_narrow = runtime::BlockingString(narrow),
+                    s_two = runtime::BlockingString(two_rows),
+                    s_deeper = runtime::BlockingString(deeper);
+  EXPECT_EQ(pick(results, narrow), s_narrow);
+  results[2].gflops = 181.0;  // 5.2% faster: it wins, and so would the fastest of the rest
+  EXPECT_EQ(pick(results, narrow), s_two);
+  results[3].gflops = 181.5;
+  EXPECT_EQ(pick(results, narrow), s_deeper);
+  // An incumbent that failed (gflops 0) holds nothing back; none that ran: nullptr.
+  results[1] = {narrow, 0, "wrong result"};
+  results[2].gflops = results[3].gflops = 173.0;
+  EXPECT_EQ(pick(results, narrow), s_two);
+  for (runtime::CandidateResult& r : results) r.gflops = 0;
+  EXPECT_EQ(pick(results, narrow), "none");
+  // The width probe: the reported width's default against the half width's.
+  EXPECT_EQ(pick({{wide, 100, ""}, {narrow, 104, ""}}, wide), runtime::BlockingString(wide));
+  EXPECT_EQ(pick({{wide, 100, ""}, {narrow, 106, ""}}, wide), s_narrow);
+}
+
 // Every blocking that some reported width could make a candidate.
 std::vector<MatmulBlocking> AllCandidates() {
   std::vector<MatmulBlocking> all;
