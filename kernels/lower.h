@@ -24,6 +24,15 @@ struct MatmulBlocking {
 // Whether `b` satisfies the ranges above (the template assumes them).
 bool ValidBlocking(const MatmulBlocking& b);
 
+// Vector registers assumed for vectors of `vw` floats: 32 with 16 (AVX-512), 16 otherwise (SSE,
+// AVX2; NEON's 32 is not assumed).
+int VectorRegisters(int vw);
+
+// The rows per register block of a dual product (SwiGLU's two products of one A, computed
+// together) under blocking `b`: its two sets of accumulators, its two B's vectors and one
+// broadcast fit the registers, at most half of `b`'s rows, at least 1.
+int DualRows(const MatmulBlocking& b);
+
 struct Target {
   bool cpu = true;                 // CPU strategies (PoCL) vs GPU strategies
   MatmulBlocking matmul;           // f32 CPU matmul blocking

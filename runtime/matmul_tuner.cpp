@@ -81,15 +81,11 @@ int VectorWidth(const SimdInfo& s) {
   return w >= 16 ? 16 : w >= 8 ? 8 : 4;
 }
 
-// Vector registers: 32 with 16-float vectors (AVX-512), 16 otherwise (SSE, AVX2, NEON's 32 is
-// not assumed).
-int VectorRegisters(int vw) { return vw >= 16 ? 32 : 16; }
-
 // The most rows whose accumulators (nv vectors each), nv vectors of B and one broadcast fit the
 // registers; 0 when fewer than 2.
 int MaxRows(int vw, int nr) {
   const int nv = nr / vw;
-  const int mr = std::min(16, (VectorRegisters(vw) - nv - 1) / nv);
+  const int mr = std::min(16, (kernels::VectorRegisters(vw) - nv - 1) / nv);
   return mr >= 2 ? mr : 0;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/lower.h"
 #include "runtime/devices.h"
 #include "runtime/matmul_tuner.h"
 #include "test_util.h"
@@ -129,6 +130,23 @@ TEST(MatmulCandidatesTest, TheIncumbentStaysUnlessAnotherIsFivePercentFaster) {
   EXPECT_EQ(pick({{wide, 100, ""}, {narrow, 106, ""}}, wide), s_narrow);
 }
 
+// A dual product's two sets of accumulators, two B's vectors and a broadcast fit the vector
+// registers (under AVX2 code half of 6 rows did not: two accumulators lived on the stack).
+TEST(MatmulCandidatesTest, DualProductsKeepTheirAccumulatorsInRegisters) {
+  EXPECT_EQ(kernels::DualRows(runtime::DefaultBlocking(Fake(16))), 4);  // 8 x 32 in 16-float
+  EXPECT_EQ(kernels::DualRows(runtime::DefaultBlocking(Fake(8))), 2);   // 6 x 16 in 8-float
+  for (int w : {4, 8, 16}) {
+    for (const MatmulBlocking& b : runtime::MatmulCandidates(Fake(w, 48 * 1024, 1 << 20))) {
+      const int rows = kernels::DualRows(b), nv = b.nr / b.vw;
+      EXPECT_GE(rows, 1) << runtime::BlockingString(b);
+      EXPECT_LE(rows, std::max(1, b.mr / 2)) << runtime::BlockingString(b);
+      if (rows > 1) {
+        EXPECT_LE(2 * rows * nv + 2 * nv + 1, Registers(b.vw)) << runtime::BlockingString(b);
+      }
+    }
+  }
+}
+
 // Every blocking that some reported width could make a candidate.
 std::vector<MatmulBlocking> AllCandidates() {
   std::vector<MatmulBlocking> all;
@@ -203,7 +221,8 @@ TEST(MatmulTuneTest, EveryCandidateMatchesTheHost) {
       const Tensor bias = randn({c.b.back()}, ++seed, DType::f32, host);
       ExpectMatches(relu(matmul(da, db) + bias.to(cl)), relu(matmul(ha, hb) + bias),
                     scale + abs(bias), what + " epilogue");
-      // A dual product (LC_DUAL, where B is row-major: half the rows per block): a @ b - a @ b2.
+      // A dual product (LC_DUAL, where B is row-major: kernels::DualRows rows per block):
+      // a @ b - a @ b2.
       if (!c.dual) continue;
       const auto [hb2, db2] = make(c.b, c.tb);
       ExpectMatches(matmul(da, db) - matmul(da, db2), matmul(ha, hb) - matmul(ha, hb2),
