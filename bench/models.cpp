@@ -215,7 +215,8 @@ int Models(const std::vector<std::string>& argv) {
       }
       if (wanted("charlm_sample_for_loop_token_ms")) {
         // The same step with a plain loop over the layers (LayerLoop::kForLoop), as a PyTorch
-        // user writes it: the whole forward is one lazy graph, cut past 512 pending nodes.
+        // user writes it: the whole forward is one lazy graph (~600 nodes, under the automatic
+        // cut's 1024: LAZYCL_MAX_PENDING_NODES).
         const Tensor window = slice(ids, 0, 0, 1);
         ms_row("charlm_sample_for_loop_token_ms", 2, [&] {
           NoGradGuard no_grad;
