@@ -15,8 +15,10 @@
 // time of its forward product, 1.062x with this and B^T's next pass prefetched, medians of 8
 // rounds alternating on a 2-core Zen 4 EPYC).
 // A whole panel of a row-major B is read in place instead (`direct`) when the work-item has few
-// rows to amortise the copy over (mb < 4 MR: the small-M products of sampling, where the copy
-// made [64, 352] x [352, 128]-like products 1.4-1.9x slower). Reading in place also gained
+// rows to amortise the copy over (fewer than 4 MR: the small-M products of sampling, where the
+// copy made [64, 352] x [352, 128]-like products 1.4-1.9x slower; and the last rows of C past a
+// whole number of work-items' `mb`: [256, 1024] x [1024, 1024] in 126-row work-items left 4
+// rows to the last, which copied every panel for them). Reading in place also gained
 // 6-7% on large products whose B rows are not a multiple of 4 KiB apart, but lost 8% on the
 // batched attention products (K = 32): measured, not kept.
 // Same arguments as matmul.cl plus `mb` (rows per work-item, a multiple of MR): A and B are strided
@@ -154,7 +156,7 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
 #else
   const long n0 = panel_index * NR;
   const bool full = n0 + NR <= N;
-  const bool direct = b_sn == 1 && full && mb < 4 * MR;
+  const bool direct = b_sn == 1 && full && m_end - m_begin < 4 * MR;
 #endif
   A += a_off + (batch / a_bi) * a_sg + (batch % a_bi) * a_sb;
   B += b_off + (batch / b_bi) * b_sg + (batch % b_bi) * b_sb;
@@ -252,7 +254,7 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
     for (long p = p_begin; p < p_end; ++p) {
     const long n0 = p * NR;
     const bool full = n0 + NR <= N;
-    const bool direct = b_sn == 1 && full && mb < 4 * MR;
+    const bool direct = b_sn == 1 && full && m_end - m_begin < 4 * MR;
 #endif
     if (direct) {
       // read in place below
