@@ -53,15 +53,18 @@ bool ValidBlocking(const MatmulBlocking& b) {
 
 int VectorRegisters(int vw) { return vw >= 16 ? 32 : 16; }
 
+int RowsInRegisters(int vw, int nr, int products) {
+  const int vectors = products * (nr / vw);
+  return (VectorRegisters(vw) - vectors - 1) / vectors;
+}
+
 // Under AVX2 code the former rule (half of 6 rows) held 12 accumulators, 4 B vectors and a
 // broadcast in 16 registers: two accumulators lived on the stack, each FMA on them waiting on a
 // store and a load, and the char-LM sampling step's FFN product ([64, 128] x two [128, 352])
 // took 171-210 us a run at 55-68 GFLOP/s, 42% of the step's device time (`LAZYCL_PROFILE=1`, the
 // traced form, POCL_LLVM_CPU_NAME=haswell on a Zen 4), against 88 us with AVX-512 code.
 int DualRows(const MatmulBlocking& b) {
-  const int nv = b.nr / b.vw;
-  const int fit = (VectorRegisters(b.vw) - 2 * nv - 1) / (2 * nv);
-  return std::max(1, std::min(b.mr / 2, fit));
+  return std::max(1, std::min(b.mr / 2, RowsInRegisters(b.vw, b.nr, 2)));
 }
 
 namespace {

@@ -28,6 +28,10 @@ bool ValidBlocking(const MatmulBlocking& b);
 // AVX2; NEON's 32 is not assumed).
 int VectorRegisters(int vw);
 
+// The most rows of a register block whose accumulators (`products` x nr / vw vectors a row), the
+// B vectors of every product and one broadcast fit VectorRegisters(vw); may be 0.
+int RowsInRegisters(int vw, int nr, int products);
+
 // The rows per register block of a dual product (SwiGLU's two products of one A, computed
 // together) under blocking `b`: its two sets of accumulators, its two B's vectors and one
 // broadcast fit the registers, at most half of `b`'s rows, at least 1.

@@ -81,11 +81,9 @@ int VectorWidth(const SimdInfo& s) {
   return w >= 16 ? 16 : w >= 8 ? 8 : 4;
 }
 
-// The most rows whose accumulators (nv vectors each), nv vectors of B and one broadcast fit the
-// registers; 0 when fewer than 2.
+// The most rows of one product's register block, at most 16; 0 when fewer than 2 fit.
 int MaxRows(int vw, int nr) {
-  const int nv = nr / vw;
-  const int mr = std::min(16, (kernels::VectorRegisters(vw) - nv - 1) / nv);
+  const int mr = std::min(16, kernels::RowsInRegisters(vw, nr, 1));
   return mr >= 2 ? mr : 0;
 }
 
