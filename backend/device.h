@@ -161,6 +161,11 @@ class Device {
   // safe only when this is false (runtime/step_loop.cpp).
   bool MayCompile();
 
+  // The idle-priority threads keeping a CPU device's cores awake between its kernels
+  // (backend/keep_awake.h, LAZYCL_KEEP_AWAKE_US): 0 on other devices, when turned off, before
+  // the first launch, or where the threads cannot lower their priority.
+  int KeepAwakeThreads() const;
+
  private:
   struct Impl;
   explicit Device(std::unique_ptr<Impl> impl);

@@ -9,6 +9,7 @@
 #include "backend/cl.h"
 #include "backend/cl_error.h"
 #include "backend/device.h"
+#include "backend/keep_awake.h"
 #include "backend/mapping_budget.h"
 #include "backend/opencl_memory.h"
 #include "backend/program_cache.h"
@@ -93,6 +94,9 @@ struct Device::Impl {
   // A PoCL before 4.0, which keeps every kernel it loads mapped: first launches are held to the
   // process's MappingBudget.
   bool keeps_kernels = false;
+  // A CPU device's cores kept awake between its kernels (null elsewhere, or when turned off);
+  // touched by every launch and before every wait.
+  std::unique_ptr<KeepAwake> keep_awake;
 };
 
 namespace {
@@ -225,6 +229,10 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
   info.cache_line_bytes =
       static_cast<int64_t>(impl->device.getInfo<CL_DEVICE_GLOBAL_MEM_CACHELINE_SIZE>());
 
+  if (info.type == base::DeviceType::kCpu && settings.keep_awake_us > 0) {
+    impl->keep_awake =
+        std::make_unique<KeepAwake>(info.compute_units, settings.keep_awake_us * 1000);
+  }
   cl_int err = CL_SUCCESS;
   impl->context = cl::Context(impl->device, nullptr, nullptr, nullptr, &err);
   if (err != CL_SUCCESS) return ClStatus(err, "clCreateContext");
@@ -393,6 +401,7 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
   const bool timed = impl_->profiling && profile_tag >= 0;
   const bool first = kernel->FirstLaunchWith(local);
   const bool new_grid = kernel->FirstLaunchAt(global, local);
+  if (impl_->keep_awake != nullptr) impl_->keep_awake->Touch();  // before the workers wake
   cl::Event event;
   cl_int err =
       impl_->queue.enqueueNDRangeKernel(k, cl::NullRange, range(global), local_range, nullptr,
@@ -462,12 +471,17 @@ absl::StatusOr<std::unique_ptr<PinnedHostMemory>> Device::AllocatePinned(size_t 
 }
 
 absl::Status Device::Finish() {
+  if (impl_->keep_awake != nullptr) impl_->keep_awake->Touch();  // the host's wake-up, too
   absl::Status status = ClStatus(impl_->queue.finish(), "clFinish");
   impl_->memory->ReapStaged();  // every staged upload has run: their copies go now
   std::lock_guard<std::mutex> lock(impl_->launch_mu);
   HarvestFirstRuns(impl_->first_runs, /*wait=*/status.ok());
   if (status.ok()) impl_->new_grids.clear();
   return status;
+}
+
+int Device::KeepAwakeThreads() const {
+  return impl_->keep_awake != nullptr ? impl_->keep_awake->Threads() : 0;
 }
 
 bool Device::MayCompile() {

@@ -32,6 +32,9 @@ inline constexpr int64_t kDefaultConstantCacheBytes = int64_t{16} << 20;  // 16 
 // built op by op (~600 nodes) is one graph, 45 kernels a token instead of 55 (at 512) and
 // 10-15% less host time.
 inline constexpr int64_t kDefaultMaxPendingNodes = 1024;
+// How long a CPU device's cores are kept awake after the last launch (backend/keep_awake.h):
+// longer than the host's work between a sampling loop's tokens (~0.5-0.8 ms on a 2-core EPYC).
+inline constexpr int64_t kDefaultKeepAwakeUs = 5000;
 
 // Every LAZYCL_* environment variable, parsed once into one struct (README has the table).
 // Components take the Settings they need by value, so tests can build their own.
@@ -55,6 +58,9 @@ struct Settings {
   // LAZYCL_MAX_PENDING_NODES: a pending graph grown past this many nodes outside a trace is
   // computed at once (the automatic cut), from 16 to 2^20.
   int64_t max_pending_nodes = kDefaultMaxPendingNodes;
+  // LAZYCL_KEEP_AWAKE_US: on a CPU device, idle-priority threads keep its cores awake for this
+  // long after each launch (backend/keep_awake.h); 0 turns them off. 0 to 10^6.
+  int64_t keep_awake_us = kDefaultKeepAwakeUs;
   int debug = 0;         // LAZYCL_DEBUG: 0..3
   bool profile = false;  // LAZYCL_PROFILE: 0 or 1; 1 times every kernel, prints a table at exit
   std::string dump_dir;  // LAZYCL_DUMP_DIR: "" = no dumps

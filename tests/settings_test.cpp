@@ -159,6 +159,9 @@ TEST(SettingsTest, CacheBounds) {
   EXPECT_EQ(Parse({{"LAZYCL_CONSTANT_CACHE_BYTES", "0"}})->constant_cache_bytes, 0);
   EXPECT_EQ(defaults.max_pending_nodes, base::kDefaultMaxPendingNodes);
   EXPECT_EQ(Parse({{"LAZYCL_MAX_PENDING_NODES", "512"}})->max_pending_nodes, 512);
+  EXPECT_EQ(defaults.keep_awake_us, base::kDefaultKeepAwakeUs);
+  EXPECT_EQ(Parse({{"LAZYCL_KEEP_AWAKE_US", "0"}})->keep_awake_us, 0);
+  EXPECT_EQ(Parse({{"LAZYCL_KEEP_AWAKE_US", "200000"}})->keep_awake_us, 200000);
   for (auto [name, bad] :
        {std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "0"},
         std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "lots"},
@@ -168,7 +171,8 @@ TEST(SettingsTest, CacheBounds) {
         std::pair{"LAZYCL_CONSTANT_CACHE_BYTES", "plenty"},
         std::pair{"LAZYCL_MAX_PENDING_NODES", "15"},
         std::pair{"LAZYCL_MAX_PENDING_NODES", "2000000"},
-        std::pair{"LAZYCL_MAX_PENDING_NODES", "many"}}) {
+        std::pair{"LAZYCL_MAX_PENDING_NODES", "many"}, std::pair{"LAZYCL_KEEP_AWAKE_US", "-1"},
+        std::pair{"LAZYCL_KEEP_AWAKE_US", "1000001"}, std::pair{"LAZYCL_KEEP_AWAKE_US", "5ms"}}) {
     absl::StatusOr<base::Settings> s = Parse({{name, bad}});
     ASSERT_FALSE(s.ok()) << name << "=" << bad;
     EXPECT_NE(Message(s.status()).find(name), std::string::npos) << Message(s.status());

@@ -1,0 +1,93 @@
+#include "backend/keep_awake.h"
+
+#include <chrono>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+namespace lazycl::backend {
+
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void Pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Lowers the calling thread to SCHED_IDLE; false where that is not possible.
+bool LowerToIdlePriority() {
+#if defined(__linux__) && defined(SCHED_IDLE)
+  sched_param param{};
+  param.sched_priority = 0;
+  return sched_setscheduler(0, SCHED_IDLE, &param) == 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+KeepAwake::KeepAwake(int threads, int64_t linger_ns)
+    : threads_wanted_(threads), linger_ns_(linger_ns) {}
+
+KeepAwake::~KeepAwake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  deadline_ns_.store(0);  // ends any spin now
+  wake_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+int KeepAwake::Threads() const { return running_.load(); }
+
+void KeepAwake::Touch() {
+  if (threads_wanted_ <= 0 || linger_ns_ <= 0) return;
+  std::call_once(started_, [this] { Start(); });
+  deadline_ns_.store(NowNs() + linger_ns_);
+  // Paired with Run's increment of sleeping_ before it reads the deadline (both seq_cst): either
+  // the sleeper sees the new deadline, or this sees the sleeper and wakes it under the lock it
+  // waits with.
+  if (sleeping_.load() > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_.notify_all();
+  }
+}
+
+void KeepAwake::Start() {
+  threads_.reserve(static_cast<size_t>(threads_wanted_));
+  for (int i = 0; i < threads_wanted_; ++i) threads_.emplace_back([this] { Run(); });
+}
+
+void KeepAwake::Run() {
+  if (!LowerToIdlePriority()) return;  // at normal priority it would take the workers' cores
+  running_.fetch_add(1);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    sleeping_.fetch_add(1);
+    wake_.wait(lock, [this] { return stop_ || deadline_ns_.load() > NowNs(); });
+    sleeping_.fetch_sub(1);
+    if (stop_) break;
+    lock.unlock();
+    spinning_.fetch_add(1);
+    // The clock is read every 32 pauses (~1 us): the loop's only memory traffic.
+    while (deadline_ns_.load(std::memory_order_relaxed) > NowNs()) {
+      for (int i = 0; i < 32; ++i) Pause();
+    }
+    spinning_.fetch_sub(1);
+    lock.lock();
+  }
+}
+
+}  // namespace lazycl::backend
