@@ -95,7 +95,8 @@ struct Device::Impl {
   // process's MappingBudget.
   bool keeps_kernels = false;
   // A CPU device's cores kept awake between its kernels (null elsewhere, or when turned off);
-  // touched by every launch and before every wait.
+  // touched by every launch and by Finish (a read waits right after its graph's launches, well
+  // within the linger).
   std::unique_ptr<KeepAwake> keep_awake;
 };
 
