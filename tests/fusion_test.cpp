@@ -479,6 +479,28 @@ TEST(FusionTest, TwoProductsOfOneInputReadByOneChainAreADualProduct) {
   for (size_t i = 0; i < up_got.size(); ++i) EXPECT_NEAR(up_got[i], u[i], 1e-3) << i;
 }
 
+// A dual product whose two panels fit the local panel side by side (2 K <= KB: the sampling
+// step's [64, 128] x [128, 352]) reads them from there: full and partial panels, several row
+// blocks per work-item, values against host loops.
+TEST(FusionTest, ADualProductOfSmallKReadsBothPanelsFromLocalMemory) {
+  for (int64_t m : {1, 37, 64}) {
+    const int64_t k = 64, n = 40;
+    const std::vector<float> yv = Values(m * k, 0.004f, -0.6f);
+    const std::vector<float> w1v = Values(k * n, -0.0013f, 0.5f);
+    const std::vector<float> w3v = Values(k * n, 0.0009f, -0.4f);
+    Tensor y = tensor(yv, {m, k}, kCl), w1 = tensor(w1v, {k, n}, kCl),
+           w3 = tensor(w3v, {k, n}, kCl);
+    const std::vector<double> g = HostMatmul(yv, w1v, m, k, n);
+    const std::vector<double> u = HostMatmul(yv, w3v, m, k, n);
+    Tensor out = silu(matmul(y, w1)) * matmul(y, w3);
+    EXPECT_EQ(KernelsFor(out), CpuStrategy() ? 1 : 2) << m;
+    const std::vector<float> got = out.to_vector<float>();
+    ASSERT_EQ(got.size(), g.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], g[i] / (1 + std::exp(-g[i])) * u[i], 1e-3) << "m " << m << " at " << i;
+  }
+}
+
 // Two row-form kernels of one program text over other rows and buffers (a layer's rotary
 // embeddings of queries and keys) run as one launch on the CPU strategy (kernels/merge_rows.h);
 // rows of another width keep their own launch. Values against host loops.

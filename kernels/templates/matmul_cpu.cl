@@ -51,9 +51,10 @@
 // A dual product (SwiGLU's silu(y @ w1) * (y @ w3) where nothing else reads the two products):
 // with LC_DUAL defined, a second B (B2, after `mb`: the same view arguments as B but for
 // b_sn, which is 1 for both) whose product has the same shape. A work-item computes its panel
-// of both products over all of K at once, reading both Bs in place (no panel copy, no partial
-// sums), and stores the epilogue's value of the two accumulators,
-// `lc_epilogue(acc, acc2, batch, row, col LC_EPI_ARGS)`: neither product goes to memory.
+// of both products over all of K at once (no partial sums), reading both Bs in place, or from
+// the local panel where both fit side by side, and stores the epilogue's value of the two
+// accumulators, `lc_epilogue(acc, acc2, batch, row, col LC_EPI_ARGS)`: neither product goes to
+// memory.
 // Several panels per work-item (LC_PANELS defined): a work-item takes `np` consecutive panels
 // (the argument after `mb`), each pass over all of them, so its rows of A for that pass are read
 // from L2 by every panel after the first (1024^3 +4%, 2048^3 +11% on a Zen 4 EPYC). With
@@ -132,6 +133,9 @@ typedef float16 lc_f16u __attribute__((aligned(4)));
 #define LC_LOAD_B2_DIRECT(i, v) const LC_FV d##v = LC_GLOAD(v, B2 + k * b2_sk + n0);
 #define LC_LOAD_B_TAIL(i, v) const LC_FV b##v = LC_PLOAD(v, bt);
 #define LC_LOAD_B2_TAIL(i, v) const LC_FV d##v = LC_PLOAD(v, dt);
+// Both panels side by side in local memory (a dual product with 2 K NR <= KB NR floats).
+#define LC_LOAD_B_PAIR(i, v) const LC_FV b##v = LC_LLOAD(v, panel + k * (2 * NR));
+#define LC_LOAD_B2_PAIR(i, v) const LC_FV d##v = LC_LLOAD(v, panel + k * (2 * NR) + NR);
 #define LC_FMA2(i, v) LC_ACC2(i, v) = fma(x, d##v, LC_ACC2(i, v));
 #define LC_STORE_T2(i, v) LC_PSTORE(LC_ACC2(i, v), v, t2);
 
@@ -163,6 +167,19 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
   __global float* c = C + c_off + (batch / c_bi) * c_sg + (batch % c_bi) * c_sb;
 #ifdef LC_DUAL
   B2 += b2_off + (batch / b2_bi) * b2_sg + (batch % b2_bi) * b2_sb;
+  // Read in place, the two panels' rows (N floats apart in each B) fall into a few cache sets
+  // ([64, 128] x [128, 352]: 1408 bytes apart, 32 of L1's 64 sets, 8 lines each, filling them),
+  // so every row block fetched them again from L2. Where both fit the local panel (2 K <= KB)
+  // they are copied into it once, side by side, and every block reads them from there.
+  const bool paired = full && 2 * K <= KB && m_end - m_begin > MR;
+  if (paired) {
+    for (long k = 0; k < K; ++k) {
+      for (int v = 0; v < NR / LC_VW; ++v) {
+        LC_LSTORE(LC_GLOAD(v, B + k * b_sk + n0), v, panel + k * (2 * NR));
+        LC_LSTORE(LC_GLOAD(v, B2 + k * b2_sk + n0), v, panel + k * (2 * NR) + NR);
+      }
+    }
+  }
   for (long m0 = m_begin; m0 < m_end; m0 += MR) {
 #define LC_DECL2(i)                                            \
   LC_VECS(LC_ZERO, i)                                          \
@@ -177,7 +194,14 @@ __kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb
     LC_VECS(LC_FMA, i)                 \
     LC_VECS(LC_FMA2, i)                \
   }
-    if (full) {
+    if (paired) {
+      for (long k = 0; k < K; ++k) {
+        LC_VECS(LC_LOAD_B_PAIR, 0)
+        LC_VECS(LC_LOAD_B2_PAIR, 0)
+        const long ak = k * a_sk;
+        LC_ROWS(LC_ROW_FMA2)
+      }
+    } else if (full) {
       for (long k = 0; k < K; ++k) {
         __global const float* bk = B;
         LC_VECS(LC_LOAD_B_DIRECT, 0)
