@@ -1,6 +1,7 @@
 #include "backend/keep_awake.h"
 
 #include <chrono>
+#include <system_error>
 
 #if defined(__linux__)
 #include <sched.h>
@@ -67,7 +68,15 @@ void KeepAwake::Touch() {
 
 void KeepAwake::Start() {
   threads_.reserve(static_cast<size_t>(threads_wanted_));
-  for (int i = 0; i < threads_wanted_; ++i) threads_.emplace_back([this] { Run(); });
+  for (int i = 0; i < threads_wanted_; ++i) {
+    // A process at its thread limit gets fewer spinners (Threads() says how many), never an
+    // exception out of the launch that touched this: spinning only saves wake-up latency.
+    try {
+      threads_.emplace_back([this] { Run(); });
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
 }
 
 void KeepAwake::Run() {

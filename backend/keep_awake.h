@@ -25,7 +25,8 @@ namespace lazycl::backend {
 // kind, rounds alternating: a scalar read 0.094 -> 0.064 ms, the MLP forward 37.9 -> 33.5 ms, a
 // char-LM sampling token 2.70 -> 2.32 ms.
 //
-// Linux only (SCHED_IDLE); elsewhere, or where the priority cannot be set, no thread spins.
+// Linux only (SCHED_IDLE); elsewhere, or where the priority cannot be set, no thread spins; where
+// the process cannot create more threads, fewer spin.
 class KeepAwake {
  public:
   KeepAwake(int threads, int64_t linger_ns);
