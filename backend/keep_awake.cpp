@@ -7,6 +7,8 @@
 #include <sched.h>
 #endif
 
+#include "backend/cpu_pause.h"
+
 namespace lazycl::backend {
 
 namespace {
@@ -15,14 +17,6 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-void Pause() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 // Lowers the calling thread to SCHED_IDLE; false where that is not possible.
@@ -92,7 +86,7 @@ void KeepAwake::Run() {
     spinning_.fetch_add(1);
     // The clock is read every 32 pauses (~1 us): the loop's only memory traffic.
     while (deadline_ns_.load(std::memory_order_relaxed) > NowNs()) {
-      for (int i = 0; i < 32; ++i) Pause();
+      for (int i = 0; i < 32; ++i) CpuPause();
     }
     spinning_.fetch_sub(1);
     lock.lock();

@@ -246,7 +246,8 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
   }
   const bool host_pages = info.type == base::DeviceType::kCpu &&
                           impl->device.getInfo<CL_DEVICE_HOST_UNIFIED_MEMORY>() == CL_TRUE;
-  auto memory = std::make_unique<OpenClMemory>(impl->context, impl->queue, host_pages);
+  auto memory = std::make_unique<OpenClMemory>(impl->context, impl->queue, host_pages,
+                                               settings.host_spin_us * 1000);
   impl->memory = memory.get();
   impl->buffers = std::make_unique<BufferManager>(
       std::move(memory),

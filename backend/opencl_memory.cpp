@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "backend/cl_error.h"
+#include "backend/event_wait.h"
 #include "base/fault.h"
 #include "base/metrics_registry.h"
 
@@ -61,8 +62,12 @@ MemoryHandle Retained(const cl::Buffer& buffer) {
 
 }  // namespace
 
-OpenClMemory::OpenClMemory(cl::Context context, cl::CommandQueue queue, bool host_pages)
-    : context_(std::move(context)), queue_(std::move(queue)), host_pages_(host_pages) {}
+OpenClMemory::OpenClMemory(cl::Context context, cl::CommandQueue queue, bool host_pages,
+                           int64_t read_spin_ns)
+    : context_(std::move(context)),
+      queue_(std::move(queue)),
+      host_pages_(host_pages),
+      read_spin_ns_(read_spin_ns) {}
 
 absl::StatusOr<MemoryHandle> OpenClMemory::Allocate(size_t bytes) {
   cl_int err = CL_SUCCESS;
@@ -153,12 +158,18 @@ absl::StatusOr<int64_t> OpenClMemory::CopyOut(void* dst, MemoryHandle src, size_
   if (base::fault::ShouldFail(base::fault::Site::kTransfer)) {
     return ClStatus(CL_OUT_OF_RESOURCES, "clEnqueueReadBuffer (injected fault)");
   }
-  cl_event event = nullptr;
+  cl_event raw = nullptr;
   cl_int err =
-      clEnqueueReadBuffer(queue_(), Mem(src), CL_TRUE, offset, bytes, dst, 0, nullptr, &event);
+      clEnqueueReadBuffer(queue_(), Mem(src), CL_FALSE, offset, bytes, dst, 0, nullptr, &raw);
   if (err != CL_SUCCESS) return ClStatus(err, "clEnqueueReadBuffer");
+  const cl::Event event(raw);  // takes over the reference
+  // Not blocking: the host polls before it sleeps (backend/event_wait.h).
+  if (err = clFlush(queue_()); err != CL_SUCCESS) return ClStatus(err, "clFlush");
+  if (err = WaitForEvent(raw, read_spin_ns_); err != CL_SUCCESS) {
+    return ClStatus(err, "clEnqueueReadBuffer (waiting for the read)");
+  }
   ReapStaged();  // the staged writes queued before this read have run
-  return EventNanos(cl::Event(event));
+  return EventNanos(event);
 }
 
 }  // namespace lazycl::backend

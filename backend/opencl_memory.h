@@ -29,7 +29,9 @@ class OpenClMemory final : public Memory {
   // more are allocated by us on 2 MiB-aligned memory advised for huge pages and handed over
   // with CL_MEM_USE_HOST_PTR: a fresh 64 MiB buffer then takes 32 page faults instead of 16384
   // (~45 ms of kernel time on the first launch that writes it).
-  OpenClMemory(cl::Context context, cl::CommandQueue queue, bool host_pages);
+  // `read_spin_ns`: how long a read's host thread polls for its end before it sleeps
+  // (backend/event_wait.h; LAZYCL_HOST_SPIN_US).
+  OpenClMemory(cl::Context context, cl::CommandQueue queue, bool host_pages, int64_t read_spin_ns);
 
   // OpenCL has no 0-byte buffers: 0 bytes is one shared 1-element buffer.
   absl::StatusOr<MemoryHandle> Allocate(size_t bytes) override;
@@ -61,6 +63,7 @@ class OpenClMemory final : public Memory {
   cl::Context context_;
   cl::CommandQueue queue_;
   bool host_pages_;
+  int64_t read_spin_ns_;
   cl::Buffer empty_;  // what 0-byte allocations share; created on first need
   std::mutex staged_mu_;
   std::vector<StagedWrite> staged_;  // under staged_mu_, in the order they were queued

@@ -133,6 +133,14 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
     settings.keep_awake_us = us;
   }
 
+  if (auto v = Get(lookup, "LAZYCL_HOST_SPIN_US")) {
+    int64_t us = 0;
+    if (!absl::SimpleAtoi(*v, &us) || us < 0 || us > 1000000) {
+      return Malformed("LAZYCL_HOST_SPIN_US", *v, "an integer from 0 to 1000000 (microseconds)");
+    }
+    settings.host_spin_us = us;
+  }
+
   if (auto v = Get(lookup, "LAZYCL_DEBUG")) {
     int level = 0;
     if (!absl::SimpleAtoi(*v, &level) || level < 0 || level > 3) {

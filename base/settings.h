@@ -35,6 +35,9 @@ inline constexpr int64_t kDefaultMaxPendingNodes = 1024;
 // How long a CPU device's cores are kept awake after the last launch (backend/keep_awake.h):
 // longer than the host's work between a sampling loop's tokens (~0.5-0.8 ms on a 2-core EPYC).
 inline constexpr int64_t kDefaultKeepAwakeUs = 5000;
+// How long a host thread that reads a result polls for it before it sleeps
+// (backend/event_wait.h): longer than a small read takes from its enqueue (~10-20 us on PoCL).
+inline constexpr int64_t kDefaultHostSpinUs = 50;
 
 // Every LAZYCL_* environment variable, parsed once into one struct (README has the table).
 // Components take the Settings they need by value, so tests can build their own.
@@ -61,6 +64,9 @@ struct Settings {
   // LAZYCL_KEEP_AWAKE_US: on a CPU device, idle-priority threads keep its cores awake for this
   // long after each launch (backend/keep_awake.h); 0 turns them off. 0 to 10^6.
   int64_t keep_awake_us = kDefaultKeepAwakeUs;
+  // LAZYCL_HOST_SPIN_US: a thread that reads a result from a device polls for it this long
+  // before it sleeps (backend/event_wait.h); 0 sleeps at once. 0 to 10^6.
+  int64_t host_spin_us = kDefaultHostSpinUs;
   int debug = 0;         // LAZYCL_DEBUG: 0..3
   bool profile = false;  // LAZYCL_PROFILE: 0 or 1; 1 times every kernel, prints a table at exit
   std::string dump_dir;  // LAZYCL_DUMP_DIR: "" = no dumps

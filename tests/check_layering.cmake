@@ -64,7 +64,8 @@ endforeach()
 # Tests, benchmarks and examples: no OpenCL, except the backend's own tests.
 file(GLOB_RECURSE other_files ${ROOT}/bench/*.h ${ROOT}/bench/*.cpp ${ROOT}/tests/*.h
      ${ROOT}/tests/*.cpp ${ROOT}/examples/*.h ${ROOT}/examples/*.cpp)
-set(backend_tests cl_error_test.cpp opencl_memory_test.cpp program_cache_test.cpp device_test.cpp)
+set(backend_tests cl_error_test.cpp event_wait_test.cpp opencl_memory_test.cpp program_cache_test.cpp
+    device_test.cpp)
 foreach(path ${other_files})
   get_filename_component(name ${path} NAME)
   file(STRINGS ${path} includes REGEX "^[ \t]*#[ \t]*include")

@@ -113,7 +113,7 @@ TEST(OpenClMemoryStagingTest, ReapStagedFreesTheCopiesOfWritesThatRan) {
   ASSERT_FALSE(devices.empty());
   cl::Context context(devices[0]);
   cl::CommandQueue queue(context, devices[0], CL_QUEUE_PROFILING_ENABLE);
-  OpenClMemory memory(context, queue, /*host_pages=*/false);
+  OpenClMemory memory(context, queue, /*host_pages=*/false, /*read_spin_ns=*/0);
   absl::StatusOr<MemoryHandle> handle = memory.Allocate(4096);
   ASSERT_TRUE(handle.ok()) << handle.status();
   std::vector<char> source(4096, 5);
@@ -126,6 +126,35 @@ TEST(OpenClMemoryStagingTest, ReapStagedFreesTheCopiesOfWritesThatRan) {
   ASSERT_TRUE(memory.CopyOut(back.data(), *handle, 0, 4096).ok());
   EXPECT_EQ(back, source);
   memory.Free(*handle);
+}
+
+// A read returns what the writes queued ahead of it left, whether its host thread sleeps at once,
+// polls a little first (the default) or polls until the end (backend/event_wait.h).
+TEST(OpenClMemoryStagingTest, AReadGetsTheQueuedWritesWithOrWithoutPolling) {
+  std::vector<cl::Platform> platforms;
+  cl::Platform::get(&platforms);
+  ASSERT_FALSE(platforms.empty());
+  std::vector<cl::Device> devices;
+  platforms[0].getDevices(CL_DEVICE_TYPE_ALL, &devices);
+  ASSERT_FALSE(devices.empty());
+  cl::Context context(devices[0]);
+  cl::CommandQueue queue(context, devices[0], CL_QUEUE_PROFILING_ENABLE);
+  for (int64_t spin_ns : {int64_t{0}, int64_t{50'000}, int64_t{60'000'000'000}}) {
+    OpenClMemory memory(context, queue, /*host_pages=*/false, spin_ns);
+    absl::StatusOr<MemoryHandle> handle = memory.Allocate(64 << 10);
+    ASSERT_TRUE(handle.ok()) << handle.status();
+    std::vector<char> source(64 << 10);
+    for (int i = 0; i < 32; ++i) {  // staged: none has run when the read is queued
+      std::fill(source.begin(), source.end(), static_cast<char>(i));
+      source[static_cast<size_t>(i) * 7] = static_cast<char>(100 + i);
+      ASSERT_TRUE(memory.CopyIn(*handle, 0, source.data(), source.size()).ok());
+    }
+    std::vector<char> back(source.size() - 10);
+    absl::StatusOr<int64_t> read = memory.CopyOut(back.data(), *handle, 10, back.size());
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_TRUE(std::equal(back.begin(), back.end(), source.begin() + 10)) << spin_ns;
+    memory.Free(*handle);
+  }
 }
 
 TEST_F(OpenClMemoryTest, PoolReuseAllocatesNothing) {
