@@ -164,9 +164,12 @@ absl::StatusOr<int64_t> OpenClMemory::CopyOut(void* dst, MemoryHandle src, size_
   if (err != CL_SUCCESS) return ClStatus(err, "clEnqueueReadBuffer");
   const cl::Event event(raw);  // takes over the reference
   // Not blocking: the host polls before it sleeps (backend/event_wait.h).
-  if (err = clFlush(queue_()); err != CL_SUCCESS) return ClStatus(err, "clFlush");
-  if (err = WaitForEvent(raw, read_spin_ns_); err != CL_SUCCESS) {
-    return ClStatus(err, "clEnqueueReadBuffer (waiting for the read)");
+  const cl_int flushed = clFlush(queue_());
+  const cl_int waited = WaitForEvent(raw, flushed == CL_SUCCESS ? read_spin_ns_ : 0);
+  if (flushed != CL_SUCCESS || waited != CL_SUCCESS) {
+    clFinish(queue_());  // whatever failed, nothing writes into `dst` once this returns
+    return flushed != CL_SUCCESS ? ClStatus(flushed, "clFlush")
+                                 : ClStatus(waited, "clEnqueueReadBuffer (waiting for the read)");
   }
   ReapStaged();  // the staged writes queued before this read have run
   return EventNanos(event);
