@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
+#include "absl/strings/string_view.h"
 #include "base/metrics_registry.h"
 #include "base/settings.h"
 #include "ir/op_table.h"
@@ -30,8 +31,11 @@ constexpr int64_t kMaxFoldedElements = int64_t{1} << 20;
 // The exact structure of the subexpression under `root` (every node reads only iota, constants
 // and scalars): per node in post order its op, dtype, shape, args, value (a Scalar's only with
 // `scalar_values`) and operands by position.
-std::string ExactKey(int device, const Node& root, bool scalar_values) {
-  std::string key;
+// Written into `key` (cleared first, its capacity kept): a key of a few hundred nodes is kilobytes,
+// and building it in a fresh string each time took most of a fold's host time in glibc's
+// malloc (its growth to a large chunk consolidates the free lists).
+void ExactKey(int device, const Node& root, bool scalar_values, std::string& key) {
+  key.clear();
   auto put = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
   put(static_cast<uint64_t>(device));
   const Node* roots[] = {&root};
@@ -51,13 +55,12 @@ std::string ExactKey(int device, const Node& root, bool scalar_values) {
     put(n->operands.size());
     for (const ir::NodePtr& o : n->operands) put(position.at(o.get()));
   }
-  return key;
 }
 
 // The folded values of every device, least recently used last; bounded in bytes.
 class ConstantCache {
  public:
-  std::shared_ptr<ir::Storage> Find(const std::string& key) {
+  std::shared_ptr<ir::Storage> Find(absl::string_view key) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = by_key_.find(key);
     if (it == by_key_.end()) return nullptr;
@@ -81,10 +84,10 @@ class ConstantCache {
   // Whether the subexpression of structure `shape` (its key without scalar values) is still worth
   // folding for these values: one whose scalars took kMaxValues values (a schedule's step
   // count, say) is left to its kernels from then on, rather than folded anew for every value.
-  bool Worth(const std::string& shape, const std::string& key) {
+  bool Worth(absl::string_view shape, const std::string& key) {
     std::lock_guard<std::mutex> lock(mu_);
     if (values_.size() > kMaxShapes) values_.clear();
-    std::vector<std::string>& seen = values_[shape];
+    std::vector<std::string>& seen = values_[std::string(shape)];
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) return true;
     if (seen.size() >= kMaxValues) return false;
     seen.push_back(key);
@@ -198,13 +201,17 @@ const Node* FoldRoot(const Node* n) {
 // reports its own error if it has one).
 std::shared_ptr<ir::Storage> FoldOne(int device, const Node& c, const ComputeNode& compute,
                                      int64_t limit) {
-  const std::string key = ExactKey(device, c, /*scalar_values=*/true);
-  std::shared_ptr<ir::Storage> storage = Cache().Find(key);
+  // Reused by each thread's folds; copied before `compute`, which may fold (and key) again.
+  thread_local std::string exact, structure;
+  ExactKey(device, c, /*scalar_values=*/true, exact);
+  std::shared_ptr<ir::Storage> storage = Cache().Find(exact);
   if (storage != nullptr) {
     base::metrics::Add("FoldedConstantReads", 1);
     return storage;
   }
-  if (!Cache().Worth(ExactKey(device, c, false), key)) return nullptr;
+  const std::string key = exact;
+  ExactKey(device, c, /*scalar_values=*/false, structure);
+  if (!Cache().Worth(structure, key)) return nullptr;
   absl::StatusOr<std::shared_ptr<ir::Storage>> computed = compute(c);
   if (!computed.ok()) return nullptr;
   storage = *std::move(computed);
