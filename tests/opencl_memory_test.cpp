@@ -102,17 +102,25 @@ TEST_F(OpenClMemoryTest, ClosingWaitsForQueuedUploads) {
   device_.reset();  // AddressSanitizer: no staged copy is read after it is freed, none leaks
 }
 
-// The staged copies of writes that have run are freed by ReapStaged (Device::Finish calls it),
-// not only at the next copy.
-TEST(OpenClMemoryStagingTest, ReapStagedFreesTheCopiesOfWritesThatRan) {
+// A context and a profiling queue on the first device of the first platform, for the tests
+// of OpenClMemory alone.
+void FirstDeviceQueue(cl::Context& context, cl::CommandQueue& queue) {
   std::vector<cl::Platform> platforms;
   cl::Platform::get(&platforms);
   ASSERT_FALSE(platforms.empty());
   std::vector<cl::Device> devices;
   platforms[0].getDevices(CL_DEVICE_TYPE_ALL, &devices);
   ASSERT_FALSE(devices.empty());
-  cl::Context context(devices[0]);
-  cl::CommandQueue queue(context, devices[0], CL_QUEUE_PROFILING_ENABLE);
+  context = cl::Context(devices[0]);
+  queue = cl::CommandQueue(context, devices[0], CL_QUEUE_PROFILING_ENABLE);
+}
+
+// The staged copies of writes that have run are freed by ReapStaged (Device::Finish calls it),
+// not only at the next copy.
+TEST(OpenClMemoryStagingTest, ReapStagedFreesTheCopiesOfWritesThatRan) {
+  cl::Context context;
+  cl::CommandQueue queue;
+  ASSERT_NO_FATAL_FAILURE(FirstDeviceQueue(context, queue));
   OpenClMemory memory(context, queue, /*host_pages=*/false, /*read_spin_ns=*/0);
   absl::StatusOr<MemoryHandle> handle = memory.Allocate(4096);
   ASSERT_TRUE(handle.ok()) << handle.status();
@@ -131,14 +139,9 @@ TEST(OpenClMemoryStagingTest, ReapStagedFreesTheCopiesOfWritesThatRan) {
 // A read returns what the writes queued ahead of it left, whether its host thread sleeps at once,
 // polls a little first (the default) or polls until the end (backend/event_wait.h).
 TEST(OpenClMemoryStagingTest, AReadGetsTheQueuedWritesWithOrWithoutPolling) {
-  std::vector<cl::Platform> platforms;
-  cl::Platform::get(&platforms);
-  ASSERT_FALSE(platforms.empty());
-  std::vector<cl::Device> devices;
-  platforms[0].getDevices(CL_DEVICE_TYPE_ALL, &devices);
-  ASSERT_FALSE(devices.empty());
-  cl::Context context(devices[0]);
-  cl::CommandQueue queue(context, devices[0], CL_QUEUE_PROFILING_ENABLE);
+  cl::Context context;
+  cl::CommandQueue queue;
+  ASSERT_NO_FATAL_FAILURE(FirstDeviceQueue(context, queue));
   for (int64_t spin_ns : {int64_t{0}, int64_t{50'000}, int64_t{60'000'000'000}}) {
     OpenClMemory memory(context, queue, /*host_pages=*/false, spin_ns);
     absl::StatusOr<MemoryHandle> handle = memory.Allocate(64 << 10);
