@@ -17,8 +17,8 @@ cl_int WaitForEvent(cl_event event, int64_t spin_ns) {
       }
       if (status <= CL_COMPLETE) break;  // ended (failed: clWaitForEvents reports it)
       if (std::chrono::steady_clock::now() >= until) break;
-      for (int i = 0; i < 16; ++i)
-        CpuPause();  // ~0.5 us between polls: the driver's lock is shared
+      // ~0.5 us between polls: the status is read under a lock the driver's threads take too.
+      for (int i = 0; i < 16; ++i) CpuPause();
     }
   }
   return clWaitForEvents(1, &event);
