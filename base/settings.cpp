@@ -125,20 +125,15 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
     settings.max_pending_nodes = n;
   }
 
-  if (auto v = Get(lookup, "LAZYCL_KEEP_AWAKE_US")) {
-    int64_t us = 0;
-    if (!absl::SimpleAtoi(*v, &us) || us < 0 || us > 1000000) {
-      return Malformed("LAZYCL_KEEP_AWAKE_US", *v, "an integer from 0 to 1000000 (microseconds)");
+  for (auto [name, field] : {std::pair{"LAZYCL_KEEP_AWAKE_US", &settings.keep_awake_us},
+                             std::pair{"LAZYCL_HOST_SPIN_US", &settings.host_spin_us}}) {
+    if (auto v = Get(lookup, name)) {
+      int64_t us = 0;
+      if (!absl::SimpleAtoi(*v, &us) || us < 0 || us > 1000000) {
+        return Malformed(name, *v, "an integer from 0 to 1000000 (microseconds)");
+      }
+      *field = us;
     }
-    settings.keep_awake_us = us;
-  }
-
-  if (auto v = Get(lookup, "LAZYCL_HOST_SPIN_US")) {
-    int64_t us = 0;
-    if (!absl::SimpleAtoi(*v, &us) || us < 0 || us > 1000000) {
-      return Malformed("LAZYCL_HOST_SPIN_US", *v, "an integer from 0 to 1000000 (microseconds)");
-    }
-    settings.host_spin_us = us;
   }
 
   if (auto v = Get(lookup, "LAZYCL_DEBUG")) {
