@@ -269,6 +269,35 @@ int Models(const std::vector<std::string>& argv) {
       if (wanted("bmm_pv"))
         flops_row("bmm_pv", 2.0 * 128 * 64 * 32 * 64, [&] { sync({matmul(p, v)}); });
     }
+    if (wanted("matmul_small") || wanted("swiglu_small")) {
+      // The char-LM sampling step's FFN products ([64, 128] x [128, 352]: its 64-token window,
+      // D 128, hidden 352; swiglu_small both of them with silu(y @ w1) * (y @ w3)), each call
+      // synchronised as an eager loop runs it, per call over kCalls calls a step: a product this
+      // small is where per-call costs (host, driver, waking the second core) show.
+      constexpr int kCalls = 50;
+      const Tensor y = Randn({64, 128}, 44), w1 = Randn({128, 352}, 45, 1.0 / 16);
+      const Tensor w3 = Randn({128, 352}, 46, 1.0 / 16);
+      sync({y, w1, w3});
+      const double flops = 2.0 * 64 * 128 * 352;
+      auto calls_row = [&](const std::string& name, double call_flops,
+                           const std::function<void()>& call) {
+        ModelRow r{name, 0, 0, "GFLOP/s", -1};
+        r.ms = TimeStep(2, repeat, &r.kernels, &r.host_ms,
+                        [&] {
+                          for (int i = 0; i < kCalls; ++i) call();
+                        }) /
+               kCalls;
+        r.kernels /= kCalls;
+        r.host_ms /= kCalls;
+        r.value = call_flops / r.ms / 1e6;
+        add(r);
+      };
+      if (wanted("matmul_small")) calls_row("matmul_small", flops, [&] { sync({matmul(y, w1)}); });
+      if (wanted("swiglu_small")) {
+        calls_row("swiglu_small", 2 * flops,
+                  [&] { sync({silu(matmul(y, w1)) * matmul(y, w3)}); });
+      }
+    }
 
     if (auto path = args.option("json")) {
       std::vector<std::string> items;

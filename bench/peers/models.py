@@ -136,6 +136,23 @@ def jax_rows(repeat, wanted):
         if wanted("bmm_pv"):
             add(row("bmm_pv", median_ms(lambda: bmm(p, v).block_until_ready(), 2, repeat),
                     2.0 * 128 * 64 * 32 * 64))
+    # The char-LM sampling step's FFN products, per call over 50 calls (bench/models.cpp).
+    small_calls = 50
+    small_flops = 2.0 * 64 * 128 * 352
+    if wanted("matmul_small") or wanted("swiglu_small"):
+        y = randn((64, 128), 44)
+        w1, w3 = randn((128, 352), 45, 1.0 / 16), randn((128, 352), 46, 1.0 / 16)
+        swiglu = jax.jit(lambda y, w1, w3: jax.nn.silu(y @ w1) * (y @ w3))
+
+        def calls(fn):
+            def run():
+                for _ in range(small_calls):
+                    fn().block_until_ready()
+            return median_ms(run, 2, repeat) / small_calls
+        if wanted("matmul_small"):
+            add(row("matmul_small", calls(lambda: mm(y, w1)), small_flops))
+        if wanted("swiglu_small"):
+            add(row("swiglu_small", calls(lambda: swiglu(y, w1, w3)), 2 * small_flops))
     return rows, f"jax {jax.__version__} on {jax.devices()[0]}"
 
 
@@ -219,6 +236,14 @@ def numpy_rows(repeat, wanted):
             add(row("bmm_qk", median_ms(lambda: q @ kt, 2, repeat), 2.0 * 128 * 64 * 64 * 32))
         if wanted("bmm_pv"):
             add(row("bmm_pv", median_ms(lambda: p @ v, 2, repeat), 2.0 * 128 * 64 * 32 * 64))
+    if wanted("matmul_small"):
+        y = rng.standard_normal((64, 128), dtype=np.float32)
+        w1 = rng.standard_normal((128, 352), dtype=np.float32)
+
+        def calls():
+            for _ in range(50):
+                y @ w1
+        add(row("matmul_small", median_ms(calls, 2, repeat) / 50, 2.0 * 64 * 128 * 352))
     return rows, f"numpy {np.__version__}"
 
 
