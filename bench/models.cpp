@@ -294,8 +294,7 @@ int Models(const std::vector<std::string>& argv) {
       };
       if (wanted("matmul_small")) calls_row("matmul_small", flops, [&] { sync({matmul(y, w1)}); });
       if (wanted("swiglu_small")) {
-        calls_row("swiglu_small", 2 * flops,
-                  [&] { sync({silu(matmul(y, w1)) * matmul(y, w3)}); });
+        calls_row("swiglu_small", 2 * flops, [&] { sync({silu(matmul(y, w1)) * matmul(y, w3)}); });
       }
     }
 
