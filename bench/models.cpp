@@ -134,6 +134,21 @@ int Models(const std::vector<std::string>& argv) {
       r.value = flops / r.ms / 1e6;
       add(r);
     };
+    // A row per call of `call`, timed `calls` calls a step: its time (flops 0) or GFLOP/s, and
+    // kernels and host time per call.
+    auto per_call_row = [&](const std::string& name, int calls, double flops,
+                            const std::function<void()>& call) {
+      ModelRow r{name, 0, 0, flops > 0 ? "GFLOP/s" : "ms", -1};
+      r.ms = TimeStep(2, repeat, &r.kernels, &r.host_ms,
+                      [&] {
+                        for (int i = 0; i < calls; ++i) call();
+                      }) /
+             calls;
+      r.kernels /= calls;
+      r.host_ms /= calls;
+      r.value = flops > 0 ? flops / r.ms / 1e6 : r.ms;
+      add(r);
+    };
 
     if (wanted("mlp")) {
       std::vector<Tensor> w, b;
@@ -234,19 +249,10 @@ int Models(const std::vector<std::string>& argv) {
       const Tensor x = Randn({64, 64}, 40);
       sync({x});
       int64_t calls = 0;
-      ModelRow r{"scalar_read_ms", 0, 0, "ms", -1};
-      r.ms = TimeStep(2, repeat, &r.kernels, &r.host_ms,
-                      [&] {
-                        for (int i = 0; i < kReads; ++i) {
-                          const double s = static_cast<double>(++calls % 7);
-                          (void)sum(x * s).item<float>();
-                        }
-                      }) /
-             kReads;
-      r.kernels /= kReads;
-      r.host_ms /= kReads;
-      r.value = r.ms;
-      add(r);
+      per_call_row("scalar_read_ms", kReads, 0, [&] {
+        const double s = static_cast<double>(++calls % 7);
+        (void)sum(x * s).item<float>();
+      });
     }
     for (int64_t n : {1024, 2048}) {
       if (!wanted("matmul")) break;  // the inputs below are computed as they are made
@@ -279,22 +285,11 @@ int Models(const std::vector<std::string>& argv) {
       const Tensor w3 = Randn({128, 352}, 46, 1.0 / 16);
       sync({y, w1, w3});
       const double flops = 2.0 * 64 * 128 * 352;
-      auto calls_row = [&](const std::string& name, double call_flops,
-                           const std::function<void()>& call) {
-        ModelRow r{name, 0, 0, "GFLOP/s", -1};
-        r.ms = TimeStep(2, repeat, &r.kernels, &r.host_ms,
-                        [&] {
-                          for (int i = 0; i < kCalls; ++i) call();
-                        }) /
-               kCalls;
-        r.kernels /= kCalls;
-        r.host_ms /= kCalls;
-        r.value = call_flops / r.ms / 1e6;
-        add(r);
-      };
-      if (wanted("matmul_small")) calls_row("matmul_small", flops, [&] { sync({matmul(y, w1)}); });
+      if (wanted("matmul_small"))
+        per_call_row("matmul_small", kCalls, flops, [&] { sync({matmul(y, w1)}); });
       if (wanted("swiglu_small")) {
-        calls_row("swiglu_small", 2 * flops, [&] { sync({silu(matmul(y, w1)) * matmul(y, w3)}); });
+        per_call_row("swiglu_small", kCalls, 2 * flops,
+                     [&] { sync({silu(matmul(y, w1)) * matmul(y, w3)}); });
       }
     }
 

@@ -29,6 +29,12 @@ def cpu_flags():
     return "?"
 
 
+# The char-LM sampling step's FFN products ([64, 128] x [128, 352]) are timed per call over
+# SMALL_CALLS calls, as bench/models.cpp does.
+SMALL_CALLS = 50
+SMALL_FLOPS = 2.0 * 64 * 128 * 352
+
+
 def median_ms(fn, warmup, repeat):
     for _ in range(warmup):
         fn()
@@ -136,9 +142,6 @@ def jax_rows(repeat, wanted):
         if wanted("bmm_pv"):
             add(row("bmm_pv", median_ms(lambda: bmm(p, v).block_until_ready(), 2, repeat),
                     2.0 * 128 * 64 * 32 * 64))
-    # The char-LM sampling step's FFN products, per call over 50 calls (bench/models.cpp).
-    small_calls = 50
-    small_flops = 2.0 * 64 * 128 * 352
     if wanted("matmul_small") or wanted("swiglu_small"):
         y = randn((64, 128), 44)
         w1, w3 = randn((128, 352), 45, 1.0 / 16), randn((128, 352), 46, 1.0 / 16)
@@ -146,13 +149,13 @@ def jax_rows(repeat, wanted):
 
         def calls(fn):
             def run():
-                for _ in range(small_calls):
+                for _ in range(SMALL_CALLS):
                     fn().block_until_ready()
-            return median_ms(run, 2, repeat) / small_calls
+            return median_ms(run, 2, repeat) / SMALL_CALLS
         if wanted("matmul_small"):
-            add(row("matmul_small", calls(lambda: mm(y, w1)), small_flops))
+            add(row("matmul_small", calls(lambda: mm(y, w1)), SMALL_FLOPS))
         if wanted("swiglu_small"):
-            add(row("swiglu_small", calls(lambda: swiglu(y, w1, w3)), 2 * small_flops))
+            add(row("swiglu_small", calls(lambda: swiglu(y, w1, w3)), 2 * SMALL_FLOPS))
     return rows, f"jax {jax.__version__} on {jax.devices()[0]}"
 
 
@@ -241,9 +244,9 @@ def numpy_rows(repeat, wanted):
         w1 = rng.standard_normal((128, 352), dtype=np.float32)
 
         def calls():
-            for _ in range(50):
+            for _ in range(SMALL_CALLS):
                 y @ w1
-        add(row("matmul_small", median_ms(calls, 2, repeat) / 50, 2.0 * 64 * 128 * 352))
+        add(row("matmul_small", median_ms(calls, 2, repeat) / SMALL_CALLS, SMALL_FLOPS))
     return rows, f"numpy {np.__version__}"
 
 
