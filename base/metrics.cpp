@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -61,7 +63,24 @@ std::atomic<int64_t>& Counter(std::string_view name) {
 }
 
 void Add(std::string_view name, int64_t delta) {
-  Counter(name).fetch_add(delta, std::memory_order_relaxed);
+  // The counters this thread added to last, by where their names' characters are (names are
+  // literals, so a call site's name is always at one place): finding a name in the registry
+  // takes its lock and hashes the name, ~200 instructions, and kernel launches, buffer
+  // allocations and graph runs add to a few counters each. A slot also holds its name, so a name
+  // at a place another name was (a temporary string) is looked up afresh.
+  struct Recent {
+    const char* data = nullptr;
+    std::string name;
+    std::atomic<int64_t>* counter = nullptr;
+  };
+  thread_local std::array<Recent, 32> recent;
+  Recent& r = recent[(reinterpret_cast<uintptr_t>(name.data()) >> 3) % recent.size()];
+  if (r.data != name.data() || r.name != name) {
+    r.counter = &Counter(name);
+    r.data = name.data();
+    r.name.assign(name);
+  }
+  r.counter->fetch_add(delta, std::memory_order_relaxed);
 }
 
 void RecordTime(std::string_view name, int64_t nanos) {

@@ -19,6 +19,7 @@
 #include "base/metrics_registry.h"
 #include "base/settings.h"
 #include "base/status.h"
+#include "ir/node_marks.h"
 #include "ir/post_order.h"
 
 namespace lazycl::ir {
@@ -252,6 +253,7 @@ int64_t Weight(const Node& n, int depth) {
 }
 
 bool CountPending(const Node& node, int depth) {
+  const int64_t limit = MaxPendingNodes();
   auto weight = [depth](const Node& n) { return Weight(n, depth); };
   int64_t bound = node.pending > 0 ? 1 : 0;
   for (const NodePtr& operand : node.operands) {
@@ -284,13 +286,13 @@ bool CountPending(const Node& node, int depth) {
     bound = std::min(bound, joined);
     node.memo.set_walk(counted, total, largest->memo.walk_epoch());
   }
-  if (bound > MaxPendingNodes()) {
+  if (bound > limit) {
     // Count them, each once; an operand known to be past the limit (by its memo: its own
     // pending may count shared nodes many times) is past it either way.
     bool operand_past = false;
     for (const NodePtr& operand : node.operands) {
-      operand_past = operand_past ||
-                     (!operand->memo.computed() && operand->memo.distinct() > MaxPendingNodes());
+      operand_past =
+          operand_past || (!operand->memo.computed() && operand->memo.distinct() > limit);
     }
     if (!operand_past) {
       // Each node marked with this walk's number as it is first met (NodeMemo::Visit): a
@@ -309,7 +311,7 @@ bool CountPending(const Node& node, int depth) {
         if (counts(*operand)) stack.push_back(operand.get());
       }
       int64_t count = 1;
-      while (!stack.empty() && count <= MaxPendingNodes()) {
+      while (!stack.empty() && count <= limit) {
         const Node* n = stack.back();
         stack.pop_back();
         if (!n->memo.Visit(walk)) continue;
@@ -330,7 +332,7 @@ bool CountPending(const Node& node, int depth) {
     }
   }
   node.memo.set_distinct(bound);
-  return bound > MaxPendingNodes();
+  return bound > limit;
 }
 
 }  // namespace
@@ -693,49 +695,57 @@ Node CopyOfFields(const Node& n) {
 
 namespace {
 
-// Substitute's walk: the new node of each node reachable from `roots` (null where unchanged).
-absl::flat_hash_map<const Node*, NodePtr> Substituted(
-    std::span<const Node* const> roots, const absl::flat_hash_map<const Node*, NodePtr>& replace) {
-  const std::vector<const Node*> order =
-      PostOrder(roots, [&](const Node& n) { return replace.contains(&n); });
-  absl::flat_hash_map<const Node*, NodePtr> done;
-  done.reserve(order.size() + replace.size());
-  done.insert(replace.begin(), replace.end());
-  auto now = [&](const NodePtr& n) {
-    const NodePtr& d = done.at(n.get());
-    return d ? d : n;
-  };
-  for (const Node* n : order) {
-    if (!replace.contains(n)) done[n] = WithOperands(*n, now);
+// The new node of each node reachable from the roots (WithOperands': null where it is
+// unchanged), by position in the walk's order: a map of every node walked was most of the
+// cost of rebuilding a scan's last step around the graph that reads it, once per token.
+class Substitution {
+ public:
+  Substitution(std::span<const Node* const> roots,
+               const absl::flat_hash_map<const Node*, NodePtr>& replace)
+      : order_(PostOrder(roots, [&](const Node& n) { return replace.contains(&n); })),
+        positions_(order_),
+        done_(order_.size()) {
+    auto now = [&](const NodePtr& n) { return Now(n); };
+    for (size_t i = 0; i < order_.size(); ++i) {
+      auto it = replace.find(order_[i]);
+      done_[i] = it != replace.end() ? it->second : WithOperands(*order_[i], now);
+    }
   }
-  return done;
-}
+
+  // `n` as it is after the substitution.
+  NodePtr Now(const NodePtr& n) const {
+    const NodePtr& d = done_[static_cast<size_t>(positions_.at(n.get()))];
+    return d ? d : n;
+  }
+  // The new node of `n` (null: unchanged).
+  const NodePtr& Done(const Node* n) const { return done_[static_cast<size_t>(positions_.at(n))]; }
+
+ private:
+  const std::vector<const Node*> order_;
+  const NodePositions positions_;
+  std::vector<NodePtr> done_;
+};
 
 }  // namespace
 
 std::vector<NodePtr> Substitute(const std::vector<NodePtr>& roots,
                                 const absl::flat_hash_map<const Node*, NodePtr>& replace) {
-  // The new node of each node walked; null where it is unchanged (the node itself is kept,
-  // reached through its user's operand or the root).
   std::vector<const Node*> raw;
   raw.reserve(roots.size());
   for (const NodePtr& root : roots) raw.push_back(root.get());
-  const absl::flat_hash_map<const Node*, NodePtr> done = Substituted(raw, replace);
+  const Substitution done(raw, replace);
   std::vector<NodePtr> out;
   out.reserve(roots.size());
-  for (const NodePtr& root : roots) {
-    const NodePtr& d = done.at(root.get());
-    out.push_back(d ? d : root);
-  }
+  for (const NodePtr& root : roots) out.push_back(done.Now(root));
   return out;
 }
 
 std::vector<NodePtr> SubstituteRoots(std::span<const Node* const> roots,
                                      const absl::flat_hash_map<const Node*, NodePtr>& replace) {
-  const absl::flat_hash_map<const Node*, NodePtr> done = Substituted(roots, replace);
+  const Substitution done(roots, replace);
   std::vector<NodePtr> out;
   out.reserve(roots.size());
-  for (const Node* root : roots) out.push_back(done.at(root));
+  for (const Node* root : roots) out.push_back(done.Done(root));
   return out;
 }
 

@@ -55,6 +55,24 @@ class NodeMemo {
     return visited_.exchange(walk, std::memory_order_relaxed) != walk;
   }
   uint64_t visited() const { return visited_.load(std::memory_order_relaxed); }
+  // Marks of the one walk at a time that holds the right to mark nodes (ir/node_marks.h
+  // NodeMarks; numbers of their own, so that they do not disturb the counting walks' marks).
+  // Mark: false where walk `walk` had marked the node already. SetPosition and PositionIn: the
+  // node's position in that walk's order (-1 where it set none).
+  bool Mark(uint64_t walk) const {
+    if (marked_.load(std::memory_order_relaxed) == walk) return false;
+    marked_.store(walk, std::memory_order_relaxed);
+    return true;
+  }
+  void SetPosition(uint64_t walk, int64_t position) const {
+    position_.store(position, std::memory_order_relaxed);
+    marked_.store(walk, std::memory_order_relaxed);
+  }
+  int64_t PositionIn(uint64_t walk) const {
+    return marked_.load(std::memory_order_relaxed) == walk
+               ? position_.load(std::memory_order_relaxed)
+               : -1;
+  }
   // The walk that counted the node's graph, or one below it that its graph holds whole (0:
   // none): a node that walk met is in this node's graph, with all of its own (PastPendingLimit).
   uint64_t counted_by() const { return counted_by_.load(std::memory_order_relaxed); }
@@ -76,6 +94,8 @@ class NodeMemo {
   mutable std::atomic<bool> has_value_{false};
   mutable std::atomic<int64_t> distinct_{-1};
   mutable std::atomic<uint64_t> visited_{0};
+  mutable std::atomic<uint64_t> marked_{0};
+  mutable std::atomic<int64_t> position_{-1};
   mutable std::atomic<uint64_t> counted_by_{0};
   mutable std::atomic<int64_t> walk_total_{0};
   mutable std::atomic<uint64_t> walk_epoch_{0};

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "ir/node_marks.h"
 
 namespace lazycl::ir {
 namespace {
@@ -12,28 +13,26 @@ namespace {
 // The most nodes PostOrder reserves room for up front.
 constexpr int64_t kMaxReserve = 1024;
 
-}  // namespace
-
-std::vector<const Node*> PostOrder(std::span<const Node* const> roots,
-                                   absl::FunctionRef<bool(const Node&)> stop) {
+// The walk, with `mark(node)` true where the node is met for the first time.
+template <typename Mark>
+std::vector<const Node*> Walk(std::span<const Node* const> roots,
+                              absl::FunctionRef<bool(const Node&)> stop, Mark mark) {
   std::vector<const Node*> order;
-  // A node is marked when it is pushed: in a DAG it cannot be met again while on the stack.
-  absl::flat_hash_set<const Node*> seen;
   // Sized from the roots' pending counts (paths to their non-leaf nodes, an upper bound on
-  // those), so that a graph of hundreds of nodes is not rehashed on the way up.
+  // those), so that a graph of hundreds of nodes is not regrown on the way up.
   int64_t hint = static_cast<int64_t>(roots.size());
   for (const Node* root : roots) hint += std::min<int64_t>(root->pending, kMaxReserve);
-  seen.reserve(static_cast<size_t>(std::min<int64_t>(hint, kMaxReserve)));
-  order.reserve(seen.capacity() / 2);
+  order.reserve(static_cast<size_t>(std::min<int64_t>(hint, kMaxReserve)));
   std::vector<std::pair<const Node*, size_t>> stack;  // node, next operand to walk
+  // A node is marked when it is pushed: in a DAG it cannot be met again while on the stack.
   for (const Node* root : roots) {
-    if (!seen.insert(root).second) continue;
+    if (!mark(root)) continue;
     stack.push_back({root, stop(*root) ? root->operands.size() : 0});
     while (!stack.empty()) {
       auto& [n, next] = stack.back();
       if (next < n->operands.size()) {
         const Node* operand = n->operands[next++].get();
-        if (seen.insert(operand).second) {
+        if (mark(operand)) {
           stack.push_back({operand, stop(*operand) ? operand->operands.size() : 0});
         }
         continue;
@@ -43,6 +42,21 @@ std::vector<const Node*> PostOrder(std::span<const Node* const> roots,
     }
   }
   return order;
+}
+
+}  // namespace
+
+std::vector<const Node*> PostOrder(std::span<const Node* const> roots,
+                                   absl::FunctionRef<bool(const Node&)> stop) {
+  // Nodes met are marked in place where this walk holds the marks (ir/node_marks.h), in a set
+  // of its own otherwise.
+  const NodeMarks marks;
+  if (marks.held()) {
+    return Walk(roots, stop, [id = marks.id()](const Node* n) { return n->memo.Mark(id); });
+  }
+  absl::flat_hash_set<const Node*> seen;
+  seen.reserve(static_cast<size_t>(kMaxReserve));
+  return Walk(roots, stop, [&seen](const Node* n) { return seen.insert(n).second; });
 }
 
 std::vector<const Node*> PostOrder(std::span<const NodePtr> roots,

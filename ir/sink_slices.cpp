@@ -4,9 +4,9 @@
 #include <optional>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "base/check.h"
+#include "ir/node_marks.h"
 
 namespace lazycl::ir {
 namespace {
@@ -170,39 +170,39 @@ class Sinker {
  private:
   // The bounds: each node's box (Need). Whether some node other than a slice is computed in part.
   bool Analyze() {
-    // Each operand's position, found once (operands come before their readers in order_).
-    index_.reserve(order_.size());
+    // Each operand's position, found once.
+    positions_.emplace(order_);
     first_operand_.reserve(order_.size() + 1);
     for (size_t i = 0; i < order_.size(); ++i) {
       first_operand_.push_back(static_cast<int>(operands_.size()));
-      for (const NodePtr& o : order_[i]->operands) operands_.push_back(index_.at(o.get()));
-      index_[order_[i]] = static_cast<int>(i);
+      for (const NodePtr& o : order_[i]->operands) operands_.push_back(positions_->at(o.get()));
     }
     first_operand_.push_back(static_cast<int>(operands_.size()));
     need_.resize(order_.size());
-    for (const Node* root : roots_) need_[static_cast<size_t>(index_.at(root))].whole = true;
+    for (const Node* root : roots_) need_[static_cast<size_t>(positions_->at(root))].whole = true;
     // Readers before what they read: each node's box is complete when its turn comes.
     bool moved = false;
     for (size_t i = order_.size(); i-- > 0;) {
       const Node& n = *order_[i];
       Need& need = need_[i];
       if (!need.whole && need.window < 0) need.whole = true;  // unreachable from the roots
-      std::optional<Windows> in;
-      if (n.op == Op::kSlice || (!need.whole && MovesWindows(n))) {
-        in =
-            OperandWindows(n, need.whole ? All(n.shape) : boxes_[static_cast<size_t>(need.window)]);
-      }
       const std::span<const int> ops = Operands(i);
-      if (in) {
-        need.computed_part = !need.whole;
-        moved = moved || (need.computed_part && n.op != Op::kSlice);
-        for (size_t k = 0; k < ops.size(); ++k) Demand(ops[k], &(*in)[k]);
-        need.reads = static_cast<int>(reads_.size());
-        reads_.push_back(*std::move(in));
-      } else {
-        if (!ops.empty()) need.whole = true;  // computed whole (a leaf keeps its box)
-        for (int o : ops) Demand(o, nullptr);
+      // (The windows are made only here: an empty std::optional<Windows> made and destroyed for
+      // every node was a fifth of this pass.)
+      if (n.op == Op::kSlice || (!need.whole && MovesWindows(n))) {
+        std::optional<Windows> in =
+            OperandWindows(n, need.whole ? All(n.shape) : boxes_[static_cast<size_t>(need.window)]);
+        if (in) {
+          need.computed_part = !need.whole;
+          moved = moved || (need.computed_part && n.op != Op::kSlice);
+          for (size_t k = 0; k < ops.size(); ++k) Demand(ops[k], &(*in)[k]);
+          need.reads = static_cast<int>(reads_.size());
+          reads_.push_back(*std::move(in));
+          continue;
+        }
       }
+      if (!ops.empty()) need.whole = true;  // computed whole (a leaf keeps its box)
+      for (int o : ops) Demand(o, nullptr);
     }
     return moved;
   }
@@ -242,7 +242,7 @@ class Sinker {
       done_[i] = FinishNode(std::move(copy));
     }
     std::vector<NodePtr> out;
-    for (const Node* root : roots_) out.push_back(done_[static_cast<size_t>(index_.at(root))]);
+    for (const Node* root : roots_) out.push_back(done_[static_cast<size_t>(positions_->at(root))]);
     return out;
   }
 
@@ -307,9 +307,9 @@ class Sinker {
 
   const std::span<const Node* const> roots_;
   const std::span<const Node* const> order_;
-  absl::flat_hash_map<const Node*, int> index_;  // position in order_
-  std::vector<int> first_operand_, operands_;    // operands_[first_operand_[i]...]: positions
-  std::vector<Need> need_;                       // by position in order_
+  std::optional<NodePositions> positions_;     // position in order_ (set by Analyze)
+  std::vector<int> first_operand_, operands_;  // operands_[first_operand_[i]...]: positions
+  std::vector<Need> need_;                     // by position in order_
   std::vector<Window> boxes_;
   std::vector<Windows> reads_;
   std::vector<NodePtr> done_;  // rewritten nodes (null: unchanged)
