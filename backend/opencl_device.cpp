@@ -346,7 +346,6 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
   if (impl_->keeps_kernels && !kernel->LaunchedWith(local)) {
     if (absl::Status s = MappingBudget::Process().BeforeLoad(kernel->name()); !s.ok()) return s;
   }
-  cl::Kernel& k = kernel->handle();
   for (size_t i = 0; i < args.size(); ++i) {
     const KernelArg& arg = args[i];
     const cl_uint index = static_cast<cl_uint>(i);
@@ -354,27 +353,27 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
     switch (arg.kind) {
       case KernelArg::Kind::kBuffer: {
         const cl_mem mem = OpenClMemory::Mem(impl_->buffers->Handle(arg.buffer));
-        err = k.setArg(index, sizeof(cl_mem), &mem);
+        err = kernel->SetArg(index, sizeof(cl_mem), &mem);
         break;
       }
       case KernelArg::Kind::kInt32: {
         const cl_int v = static_cast<cl_int>(arg.i);
-        err = k.setArg(index, sizeof(v), &v);
+        err = kernel->SetArg(index, sizeof(v), &v);
         break;
       }
       case KernelArg::Kind::kInt64: {
         const cl_long v = static_cast<cl_long>(arg.i);
-        err = k.setArg(index, sizeof(v), &v);
+        err = kernel->SetArg(index, sizeof(v), &v);
         break;
       }
       case KernelArg::Kind::kFloat32: {
         const cl_float v = static_cast<cl_float>(arg.f);
-        err = k.setArg(index, sizeof(v), &v);
+        err = kernel->SetArg(index, sizeof(v), &v);
         break;
       }
       case KernelArg::Kind::kFloat64: {
         const cl_double v = arg.f;
-        err = k.setArg(index, sizeof(v), &v);
+        err = kernel->SetArg(index, sizeof(v), &v);
         break;
       }
     }
@@ -406,8 +405,8 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
   if (impl_->keep_awake != nullptr) impl_->keep_awake->Touch();  // before the workers wake
   cl::Event event;
   cl_int err =
-      impl_->queue.enqueueNDRangeKernel(k, cl::NullRange, range(global), local_range, nullptr,
-                                        timed || first || new_grid ? &event : nullptr);
+      impl_->queue.enqueueNDRangeKernel(kernel->handle(), cl::NullRange, range(global), local_range,
+                                        nullptr, timed || first || new_grid ? &event : nullptr);
   if (err != CL_SUCCESS) {
     return ClStatus(err, absl::StrCat("clEnqueueNDRangeKernel('", kernel->name(), "')"));
   }
