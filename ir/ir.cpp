@@ -17,6 +17,7 @@
 #include "base/flat_release.h"
 #include "base/half.h"
 #include "base/metrics_registry.h"
+#include "base/pool_allocator.h"
 #include "base/settings.h"
 #include "base/status.h"
 #include "ir/node_marks.h"
@@ -186,7 +187,7 @@ NodePtr Finish(Node node) {
   node.pending = pending;
   node.reads_no_data = no_data;
   node.holds_transcendental = no_data && transcendental;
-  return std::make_shared<const Node>(std::move(node));
+  return std::allocate_shared<const Node>(base::PoolAllocator<Node>(), std::move(node));
 }
 
 // A Constant or Scalar leaf. The value is stored as the dtype will hold it: integers truncate
