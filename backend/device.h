@@ -44,12 +44,16 @@ struct DeviceInfo {
 
 // One argument of a kernel launch.
 struct KernelArg {
-  enum class Kind { kBuffer, kInt32, kInt64, kFloat32, kFloat64 };
+  // kBytes: `size` bytes at `bytes` (a struct passed by value; the caller keeps them alive
+  // until Launch returns).
+  enum class Kind { kBuffer, kInt32, kInt64, kFloat32, kFloat64, kBytes };
   Kind kind = Kind::kInt32;
   BufferId buffer = 0;
   bool written = false;  // for buffers: the kernel writes it (storage is obtained first)
   int64_t i = 0;
   double f = 0;  // kFloat32 (exactly a float) and kFloat64
+  const void* bytes = nullptr;
+  size_t size = 0;
 
   static KernelArg Read(BufferId id) { return {Kind::kBuffer, id, false, 0, 0}; }
   static KernelArg Write(BufferId id) { return {Kind::kBuffer, id, true, 0, 0}; }
@@ -57,6 +61,7 @@ struct KernelArg {
   static KernelArg Int64(int64_t v) { return {Kind::kInt64, 0, false, v, 0}; }
   static KernelArg Float32(float v) { return {Kind::kFloat32, 0, false, 0, v}; }
   static KernelArg Float64(double v) { return {Kind::kFloat64, 0, false, 0, v}; }
+  static KernelArg Bytes(const void* p, size_t n) { return {Kind::kBytes, 0, false, 0, 0, p, n}; }
 };
 
 // The device time of one profiled launch (Device::SetProfiling), from its OpenCL event.

@@ -376,6 +376,9 @@ absl::Status Device::Launch(const Kernel* kernel, std::span<const KernelArg> arg
         err = kernel->SetArg(index, sizeof(v), &v);
         break;
       }
+      case KernelArg::Kind::kBytes:
+        err = kernel->SetArg(index, arg.size, arg.bytes);
+        break;
     }
     if (err != CL_SUCCESS) {
       return ClStatus(err, absl::StrCat("clSetKernelArg('", kernel->name(), "', ", i, ")"));

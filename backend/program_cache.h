@@ -63,21 +63,20 @@ class Kernel {
     }
     return true;
   }
-  // Sets argument `index` to the `size` bytes at `value` (at most 8: a handle or a scalar)
+  // Sets argument `index` to the `size` bytes at `value` (a handle, a scalar or a struct)
   // unless the last call set it to the same bytes: OpenCL keeps a kernel's arguments between
   // launches, and a cached graph run again passes mostly the same weights and scalars, where
-  // clSetKernelArg costs PoCL ~160 instructions each (~25 a matmul launch). Under the launch
-  // mutex.
+  // clSetKernelArg costs PoCL ~160 instructions each. Under the launch mutex.
   cl_int SetArg(cl_uint index, size_t size, const void* value) const {
     if (index >= set_args_.size()) set_args_.resize(index + 1);
-    SetArgBytes& last = set_args_[index];
-    if (last.size == size && std::memcmp(last.bytes, value, size) == 0) return CL_SUCCESS;
-    last.size = 0;  // unknown until the call succeeds
-    const cl_int err = kernel_.setArg(index, size, value);
-    if (err == CL_SUCCESS && size <= sizeof(last.bytes)) {
-      std::memcpy(last.bytes, value, size);
-      last.size = size;
+    std::string& last = set_args_[index];
+    if (value != nullptr && last.size() == size && size > 0 &&
+        std::memcmp(last.data(), value, size) == 0) {
+      return CL_SUCCESS;
     }
+    last.clear();  // unknown until the call succeeds
+    const cl_int err = kernel_.setArg(index, size, value);
+    if (err == CL_SUCCESS && value != nullptr) last.assign(static_cast<const char*>(value), size);
     return err;
   }
   // Whether it has been launched with local size `local`; under the launch mutex too.
@@ -94,11 +93,9 @@ class Kernel {
   mutable std::vector<std::vector<size_t>> launched_locals_;  // guarded by the launch mutex
   static constexpr size_t kMaxGrids = 64;
   mutable std::vector<std::vector<size_t>> launched_grids_;  // guarded by the launch mutex
-  struct SetArgBytes {
-    size_t size = 0;  // 0: not known
-    unsigned char bytes[8] = {};
-  };
-  mutable std::vector<SetArgBytes> set_args_;  // by index; guarded by the launch mutex
+  // The bytes each argument was last set to, by index (empty: not known); guarded by the launch
+  // mutex.
+  mutable std::vector<std::string> set_args_;
 };
 
 // What the disk cache stores for a program: the executable (clBuildProgram, then

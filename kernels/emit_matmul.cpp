@@ -207,7 +207,7 @@ KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const 
       spec.args.push_back(i64(np));
     }
     if (pack) absl::StrAppend(&spec.options, " -DLC_APACK=", rows);
-    if (second != nullptr) {  // matmul_cpu.cl's LC_DUAL_PARAMS
+    if (second != nullptr) {  // matmul_cpu.cl's LC_DUAL_BUFFERS and LC_DUAL_FIELDS
       const StridedOperand& b2 = second->b;
       for (const KernelArgSpec& arg :
            {buffer(b2.buffer, false), offset(b2.buffer, b2.offset), i64(b2.batch_stride), inner(b2),
@@ -215,6 +215,17 @@ KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const 
         spec.args.push_back(arg);
       }
     }
+    // matmul_cpu.cl takes its buffers in this order, then every integer in this order as one
+    // struct (lc_matmul_args).
+    KernelArgSpec integers;
+    integers.kind = KernelArgSpec::Kind::kPack;
+    std::vector<KernelArgSpec> buffers;
+    for (KernelArgSpec& arg : spec.args) {
+      (arg.kind == KernelArgSpec::Kind::kBuffer ? buffers : integers.fields)
+          .push_back(std::move(arg));
+    }
+    spec.args = std::move(buffers);
+    spec.args.push_back(std::move(integers));
     spec.launches.push_back(Launch{"matmul_cpu",
                                    {static_cast<size_t>(row_groups),
                                     static_cast<size_t>(several ? (panels + np - 1) / np : panels),
@@ -342,8 +353,13 @@ KernelSpec EmitMatmulGroup(const std::vector<const Node*>& roots,
   for (size_t d = 0; d + 2 < r; ++d) batches *= first.shape[d];
   const int64_t nr = target.matmul.nr;
   auto panels = [&](const Node& n) { return (n.shape[r - 1] + nr - 1) / nr; };
-  // The arguments of products 1.. after `mb`, in the order the parameters below declare them.
-  std::string params, select;
+  // The buffers of products 1.. after C, and their integers at the end of the struct, in the
+  // order LC_GROUP_BUFFERS and LC_GROUP_FIELDS below declare them.
+  std::string buffers, fields, select;
+  std::vector<KernelArgSpec> more_buffers;
+  LAZYCL_CHECK(spec.args.size() == 4 && spec.args[3].kind == KernelArgSpec::Kind::kPack,
+               "codegen: a group's first product has %zu arguments", spec.args.size());
+  std::vector<KernelArgSpec>& packed = spec.args[3].fields;
   int64_t total_panels = panels(first);
   for (size_t g = 1; g < roots.size(); ++g) {
     const Node& n = *roots[g];
@@ -354,25 +370,32 @@ KernelSpec EmitMatmulGroup(const std::vector<const Node*>& roots,
     // The product's own arguments, made as EmitMatmul makes them.
     const KernelSpec own = Emit(n, outs[g], a, bs[g], target, nullptr, nullptr, nullptr, nullptr,
                                 /*share_panels=*/false);
-    // EmitMatmul's order: A (7), B (7), C (6), M, N, K, mb.
-    for (size_t i = 7; i < 20; ++i) spec.args.push_back(own.args[i]);
-    spec.args.push_back(own.args[21]);  // N
+    // EmitMatmul's order: buffers A, B, C; integers A's view (6), B's (6), C's (5), M, N, K, mb.
+    LAZYCL_CHECK(own.args.size() == 4 && own.args[3].fields.size() == 21,
+                 "codegen: a grouped product has %zu arguments", own.args.size());
+    more_buffers.push_back(own.args[1]);
+    more_buffers.push_back(own.args[2]);
+    for (size_t i = 6; i < 17; ++i) packed.push_back(own.args[3].fields[i]);
+    packed.push_back(own.args[3].fields[18]);  // N
     const std::string s = absl::StrCat("_g", g);
-    absl::StrAppend(&params, ", __global const float* restrict B", s, ", long b_off", s,
-                    ", long b_sb", s, ", long b_bi", s, ", long b_sg", s, ", long b_sk", s,
-                    ", long b_sn", s, ", __global float* restrict C", s, ", long c_off", s,
-                    ", long c_sb", s, ", long c_bi", s, ", long c_sg", s, ", long c_sm", s,
-                    ", long N", s);
+    absl::StrAppend(&buffers, ", __global const float* restrict B", s,
+                    ", __global float* restrict C", s);
+    absl::StrAppend(&fields, ", b_off", s, ", b_sb", s, ", b_bi", s, ", b_sg", s, ", b_sk", s,
+                    ", b_sn", s, ", c_off", s, ", c_sb", s, ", c_bi", s, ", c_sg", s, ", c_sm", s,
+                    ", N", s);
     absl::StrAppend(&select, " if (panel_index >= (N + NR - 1) / NR) {",
-                    " panel_index -= (N + NR - 1) / NR;", " B = B", s, "; b_off = b_off", s,
-                    "; b_sb = b_sb", s, "; b_bi = b_bi", s, "; b_sg = b_sg", s, "; b_sk = b_sk", s,
-                    "; b_sn = b_sn", s, "; C = C", s, "; c_off = c_off", s, "; c_sb = c_sb", s,
-                    "; c_bi = c_bi", s, "; c_sg = c_sg", s, "; c_sm = c_sm", s, "; N = N", s, ";");
+                    " panel_index -= (N + NR - 1) / NR;", " B = B", s, "; C = C", s);
+    for (const char* f : {"b_off", "b_sb", "b_bi", "b_sg", "b_sk", "b_sn", "c_off", "c_sb", "c_bi",
+                          "c_sg", "c_sm", "N"}) {
+      absl::StrAppend(&select, "; ", f, " = lc_p.", f, s);
+    }
+    select += ";";
     total_panels += panels(n);
   }
+  spec.args.insert(spec.args.begin() + 3, more_buffers.begin(), more_buffers.end());
   for (size_t g = 1; g < roots.size(); ++g) select += " }";
-  spec.source = absl::StrCat("#define LC_GROUP_PARAMS", params, "\n#define LC_GROUP_SELECT", select,
-                             "\n", spec.source);
+  spec.source = absl::StrCat("#define LC_GROUP_BUFFERS", buffers, "\n#define LC_GROUP_FIELDS",
+                             fields, "\n#define LC_GROUP_SELECT", select, "\n", spec.source);
   spec.launches[0].global[1] = static_cast<size_t>(total_panels);
   spec.flops = 0;
   std::vector<std::string> names;

@@ -90,6 +90,10 @@ int64_t ArgBytes(const KernelSpec& spec) {
   auto bytes = [](const std::vector<KernelArgSpec>& args) {
     int64_t sum = 0;
     for (const KernelArgSpec& a : args) {
+      if (a.kind == KernelArgSpec::Kind::kPack) {
+        sum += 8 * static_cast<int64_t>(a.fields.size());
+        continue;
+      }
       const bool narrow = a.kind == KernelArgSpec::Kind::kInt32 ||
                           (a.kind == KernelArgSpec::Kind::kOffset && !a.wide) ||
                           (a.kind == KernelArgSpec::Kind::kScalar && a.dtype != DType::i64);

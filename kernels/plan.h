@@ -24,8 +24,10 @@ struct KernelArgSpec {
   // is bound (Graph::bind_offsets); `wide` says whether it is passed as 64 or 32 bits.
   // kScalar is the value of Scalar leaf `scalar` (Graph::scalar_of), given at run time, passed
   // as `dtype` is (bool as an int). kNumber is `number` passed the same way (the generic tier's
-  // constants, kernels/lower_generic.h).
-  enum class Kind { kBuffer, kInt32, kInt64, kOffset, kScalar, kNumber };
+  // constants, kernels/lower_generic.h). kPack is one argument of a struct of 64-bit integers,
+  // `fields` (each kInt64, or a wide kOffset) in order: a driver that copies every argument of a
+  // launch apart (PoCL: an aligned allocation each) copies it once.
+  enum class Kind { kBuffer, kInt32, kInt64, kOffset, kScalar, kNumber, kPack };
   Kind kind = Kind::kInt32;
   BufferRef buffer;
   bool written = false;
@@ -34,6 +36,7 @@ struct KernelArgSpec {
   int scalar = -1;
   double number = 0;
   DType dtype = DType::f32;
+  std::vector<KernelArgSpec> fields;  // kPack
 };
 
 // One run of an entry point of a kernel's program, with the kernel's arguments.

@@ -765,9 +765,15 @@ absl::Status Execute(int device_index, CachedPlan& chosen, std::span<const Bindi
         LAZYCL_CHECK(false, "a %s scalar reached a kernel", dtype_name(a.dtype));
         break;
       }
+      case kernels::KernelArgSpec::Kind::kPack:
+        LAZYCL_CHECK(false, "a packed argument outside a kernel's leading arguments");
+        break;
     }
     return backend::KernelArg::Int32(0);
   };
+  // The fields of the kernel's kPack arguments, each 64 bits, in order; reserved before any is
+  // added, so that every packed argument's bytes stay where its KernelArg points.
+  std::vector<int64_t> packed;
   // Profiling: each kernel's launches carry its row's tag.
   std::vector<int64_t> tags;
   if (profile::Enabled()) {
@@ -787,7 +793,20 @@ absl::Status Execute(int device_index, CachedPlan& chosen, std::span<const Bindi
     const int64_t tag = tags.empty() ? -1 : tags[k];
     bool counted = false;
     args.clear();
-    for (const kernels::KernelArgSpec& a : spec.args) args.push_back(arg(a));
+    packed.clear();
+    size_t fields = 0;
+    for (const kernels::KernelArgSpec& a : spec.args) fields += a.fields.size();
+    packed.reserve(fields);
+    for (const kernels::KernelArgSpec& a : spec.args) {
+      if (a.kind != kernels::KernelArgSpec::Kind::kPack) {
+        args.push_back(arg(a));
+        continue;
+      }
+      const size_t first = packed.size();
+      for (const kernels::KernelArgSpec& f : a.fields) packed.push_back(arg(f).i);
+      args.push_back(
+          backend::KernelArg::Bytes(packed.data() + first, a.fields.size() * sizeof(int64_t)));
+    }
     for (size_t l = 0; l < spec.launches.size(); ++l) {
       const kernels::Launch& launch = spec.launches[l];
       // A launch over nothing is not run, and its entry point is never created: creating one

@@ -1,5 +1,6 @@
 #include "runtime/generic_warmup.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -93,7 +94,14 @@ absl::StatusOr<WarmupReport> WarmGenericKernels(int device_index) {
     absl::StatusOr<backend::KernelRef> kernel = device.GetKernel(m.source, m.options, launch.name);
     if (!kernel.ok()) return kernel.status();
     std::vector<backend::KernelArg> args;
+    size_t fields = 0;
+    for (const kernels::KernelArgSpec& a : m.args) fields = std::max(fields, a.fields.size());
+    const std::vector<int64_t> zeros(fields, 0);  // every packed argument's fields
     for (const kernels::KernelArgSpec& a : m.args) {
+      if (a.kind == kernels::KernelArgSpec::Kind::kPack) {
+        args.push_back(backend::KernelArg::Bytes(zeros.data(), a.fields.size() * sizeof(int64_t)));
+        continue;
+      }
       args.push_back(a.kind == kernels::KernelArgSpec::Kind::kBuffer
                          ? backend::KernelArg::Write(scratch.id())
                          : backend::KernelArg::Int64(0));

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/check.h"
 #include "base/settings.h"
 #include "ir/ir.h"
 #include "kernels/codegen.h"
@@ -179,11 +180,17 @@ class Runner {
         kernels::EmitMatmul(**root, {kernels::BufferRef::Kind::kOutput, 0}, {a, 0, m_ * k_, k_, 1},
                             {b, 0, k_ * n_, n_, 1}, target);
     std::vector<backend::KernelArg> args;
+    std::vector<int64_t> packed;  // the kPack arguments' fields (EmitMatmul makes one)
     for (const kernels::KernelArgSpec& s : spec.args) {
       if (s.kind == kernels::KernelArgSpec::Kind::kBuffer) {
         const backend::BufferId id =
             s.buffer.kind == kernels::BufferRef::Kind::kOutput ? ids_[2] : ids_[s.buffer.index];
         args.push_back(s.written ? backend::KernelArg::Write(id) : backend::KernelArg::Read(id));
+      } else if (s.kind == kernels::KernelArgSpec::Kind::kPack) {
+        LAZYCL_CHECK(packed.empty(), "the tuner's matmul has one packed argument");
+        packed.reserve(s.fields.size());  // args[] points into it
+        for (const kernels::KernelArgSpec& f : s.fields) packed.push_back(f.value);
+        args.push_back(backend::KernelArg::Bytes(packed.data(), packed.size() * sizeof(int64_t)));
       } else {
         args.push_back(backend::KernelArg::Int64(s.value));
       }

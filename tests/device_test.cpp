@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <array>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -142,6 +143,37 @@ TEST_F(DeviceTest, WrittenBufferGetsStorageAndInt64Args) {
   std::vector<float> host(100);
   ASSERT_TRUE(buffers.Download(out, host.data(), 0, 100 * sizeof(float)).ok());
   for (float v : host) ASSERT_EQ(v, 1.5f);
+  buffers.Release(out);
+}
+
+// A struct passed by value (KernelArg::Bytes), as the CPU matmul takes its integers: every
+// field arrives, and a launch with other bytes is not mistaken for the last (Kernel::SetArg skips
+// clSetKernelArg only for the same bytes).
+TEST_F(DeviceTest, StructArgumentsArriveAndChangeBetweenLaunches) {
+  constexpr char kSource[] = R"(
+typedef struct { long n, first, step; } fill_args;
+__kernel void fill_range(__global float* out, const fill_args p) {
+  long i = get_global_id(0);
+  if (i < p.n) out[i] = (float)(p.first + i * p.step);
+}
+)";
+  BufferManager& buffers = device_->buffers();
+  BufferId out = buffers.Declare(40 * sizeof(float), "out");
+  auto kernel = device_->GetKernel(kSource, "", "fill_range");
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const size_t global[] = {40};
+  for (const std::array<int64_t, 3>& p :
+       {std::array<int64_t, 3>{40, 7, 3}, std::array<int64_t, 3>{40, 7, 3},
+        std::array<int64_t, 3>{40, -5, 2}, std::array<int64_t, 3>{20, 100, 0}}) {
+    const KernelArg args[] = {KernelArg::Write(out), KernelArg::Bytes(p.data(), sizeof(p))};
+    ASSERT_TRUE(device_->Launch(*kernel, args, global).ok());
+    std::vector<float> host(40);
+    ASSERT_TRUE(buffers.Download(out, host.data(), 0, 40 * sizeof(float)).ok());
+    for (int64_t i = 0; i < p[0]; ++i) {
+      ASSERT_EQ(host[i], static_cast<float>(p[1] + i * p[2]))
+          << "element " << i << " of n=" << p[0];
+    }
+  }
   buffers.Release(out);
 }
 

@@ -59,14 +59,14 @@ TEST(VectorCodegen, MatmulSharesRowsOfAOverSeveralPanels) {
   EXPECT_TRUE(Has(packed.options, "-DLC_PANELS")) << packed.options;
   EXPECT_TRUE(Has(packed.options, "-DLC_APACK=128")) << packed.options;
   ASSERT_EQ(packed.launches.size(), 1u);
-  EXPECT_EQ(packed.launches[0].global[0], 16u);  // 2048 rows, 128 per work-item
-  EXPECT_EQ(packed.launches[0].global[1], 8u);   // 64 panels of 32 columns, 8 per work-item
-  EXPECT_EQ(packed.args.back().value, 8);        // np
+  EXPECT_EQ(packed.launches[0].global[0], 16u);          // 2048 rows, 128 per work-item
+  EXPECT_EQ(packed.launches[0].global[1], 8u);           // 64 panels of 32 columns, 8 per work-item
+  EXPECT_EQ(packed.args.back().fields.back().value, 8);  // np
   const KernelSpec nn = emit(2048, 2048, 2048, false);
   EXPECT_TRUE(Has(nn.options, "-DLC_PANELS")) << nn.options;
   EXPECT_FALSE(Has(nn.options, "LC_APACK")) << nn.options;
   // 256 rows: 2 row groups, so 2 panels per work-item keep 32 work-items.
-  EXPECT_EQ(emit(256, 1024, 1024, false).args.back().value, 2);
+  EXPECT_EQ(emit(256, 1024, 1024, false).args.back().fields.back().value, 2);
   EXPECT_FALSE(Has(emit(2048, 2048, 2048, false, true).options, "LC_PANELS"));
   EXPECT_FALSE(Has(emit(33, 65, 40, true).options, "LC_PANELS"));
   EXPECT_TRUE(Has(packed.options, "-DKB=256")) << packed.options;
@@ -95,7 +95,7 @@ TEST(VectorCodegen, MatmulSharesRowsOfAOverSeveralPanels) {
   target.matmul = MatmulBlocking{8, 6, 16, 256, 126};
   const KernelSpec narrow = emit(2048, 2048, 2048, true);
   EXPECT_TRUE(Has(narrow.options, "-DLC_APACK=126")) << narrow.options;
-  EXPECT_EQ(narrow.args.back().value, 16);
+  EXPECT_EQ(narrow.args.back().fields.back().value, 16);
   EXPECT_EQ(narrow.launches[0].global[1], 8u);  // 128 panels of 16 columns, 16 per work-item
   target.matmul = MatmulBlocking{};
 
@@ -108,6 +108,13 @@ TEST(VectorCodegen, MatmulSharesRowsOfAOverSeveralPanels) {
       {p.sb, StridedOperand{Param(2), 0, 0, 2048, 1, 0, 0}}, target);
   EXPECT_FALSE(Has(group.options, "LC_PANELS")) << group.options;
   EXPECT_EQ(group.launches[0].global[1], 128u);  // every panel of both products
+  // The buffers (A, B, C, then B and C of the second product), then every integer as one struct:
+  // the first product's 21, and the second's views of B and C and its N.
+  ASSERT_EQ(group.args.size(), 6u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(group.args[i].kind, KernelArgSpec::Kind::kBuffer);
+  EXPECT_EQ(group.args[5].kind, KernelArgSpec::Kind::kPack);
+  EXPECT_EQ(group.args[5].fields.size(), 21u + 12u);
+  EXPECT_EQ(group.args[5].fields.back().value, 2048);  // the second product's N
 }
 
 TEST(VectorCodegen, MatmulEpilogueWithAVectorFormRunsOnWholePanels) {

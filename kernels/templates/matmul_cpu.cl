@@ -21,10 +21,13 @@
 // rows to the last, which copied every panel for them). Reading in place also gained
 // 6-7% on large products whose B rows are not a multiple of 4 KiB apart, but lost 8% on the
 // batched attention products (K = 32): measured, not kept.
-// Same arguments as matmul.cl plus `mb` (rows per work-item, a multiple of MR): A and B are strided
-// views (offset and strides in elements, the batch dims folded into one stride or two levels,
-// as matmul.cl says); C's element (b, row, col) at c_off + batch offset + row * c_sm + col, as
-// matmul.cl says (contiguous, or a permute's layout). Work-items: (ceil(M / mb), ceil(N / NR),
+// The buffers A, B and C, then the integers of matmul.cl plus `mb` (rows per work-item, a multiple
+// of MR) as one struct (lc_matmul_args, below): A and B are strided views (offset and strides in
+// elements, the batch dims folded into one stride or two levels, as matmul.cl says); C's element
+// (b, row, col) at c_off + batch offset + row * c_sm + col, as matmul.cl says (contiguous, or a
+// permute's layout). One struct, not ~25 arguments: PoCL copies every argument of a launch
+// apart, an aligned allocation each (~25% of the host's instructions a launch of the char-LM
+// sampling step). Work-items: (ceil(M / mb), ceil(N / NR),
 // batches) (with LC_PANELS, ceil(N / NR / np) along dim 1), local size {1, 1, 1}. Rows past C's
 // edge are clamped for reading and not stored; columns past it read zeros from the copy and are
 // not stored; B with non-unit column stride is gathered when copied.
@@ -41,16 +44,18 @@
 #define LC_EPI_ARGS
 #endif
 // A group of products sharing A (q, k and v of one x; SwiGLU's two of one y) in one launch:
-// the generated source defines LC_GROUP_PARAMS (B, C and N of every product after the first,
-// after `mb`) and LC_GROUP_SELECT (moves `panel_index` into its product's range, switches B, C, N
-// and their strides to that product's). Work-items: the panels of every product along dim 1.
-#ifndef LC_GROUP_PARAMS
-#define LC_GROUP_PARAMS
+// the generated source defines LC_GROUP_BUFFERS (B and C of every product after the first, after
+// C), LC_GROUP_FIELDS (their integers: B's and C's views and N, at the struct's end) and
+// LC_GROUP_SELECT (moves `panel_index` into its product's range, switches B, C, N and their
+// strides to that product's). Work-items: the panels of every product along dim 1.
+#ifndef LC_GROUP_BUFFERS
+#define LC_GROUP_BUFFERS
+#define LC_GROUP_FIELDS
 #define LC_GROUP_SELECT
 #endif
 // A dual product (SwiGLU's silu(y @ w1) * (y @ w3) where nothing else reads the two products):
-// with LC_DUAL defined, a second B (B2, after `mb`: the same view arguments as B but for
-// b_sn, which is 1 for both) whose product has the same shape. A work-item computes its panel
+// with LC_DUAL defined, a second B (B2, after C; its view's integers those of B but for b_sn,
+// which is 1 for both, after `mb`) whose product has the same shape. A work-item computes its panel
 // of both products over all of K at once (no partial sums), reading both Bs in place, or from
 // the local panel where both fit side by side, and stores the epilogue's value of the two
 // accumulators, `lc_epilogue(acc, acc2, batch, row, col LC_EPI_ARGS)`: neither product goes to
@@ -65,17 +70,23 @@
 // L3 once per panel and block half (2048^3 A^T B 120 -> 181 GFLOP/s there). Copying a row-major
 // A was slower than reading it in place. Not with groups or a dual product.
 #ifdef LC_PANELS
-#define LC_PANELS_PARAMS , long np
+#define LC_PANELS_FIELDS , np
 #else
-#define LC_PANELS_PARAMS
+#define LC_PANELS_FIELDS
 #endif
 #ifdef LC_DUAL
-#define LC_DUAL_PARAMS                                                                     \
-  , __global const float* restrict B2, long b2_off, long b2_sb, long b2_bi, long b2_sg, \
-      long b2_sk
+#define LC_DUAL_BUFFERS , __global const float* restrict B2
+#define LC_DUAL_FIELDS , b2_off, b2_sb, b2_bi, b2_sg, b2_sk
 #else
-#define LC_DUAL_PARAMS
+#define LC_DUAL_BUFFERS
+#define LC_DUAL_FIELDS
 #endif
+#define LC_MATMUL_FIELDS                                                                    \
+  long a_off, a_sb, a_bi, a_sg, a_sm, a_sk, b_off, b_sb, b_bi, b_sg, b_sk, b_sn, c_off, c_sb, \
+      c_bi, c_sg, c_sm, M, N, K, mb LC_PANELS_FIELDS LC_DUAL_FIELDS LC_GROUP_FIELDS;
+// On one line, anonymous: a program bundle (backend/program_bundle.h) renames typedefs it finds
+// on one line, and struct tags not at all.
+typedef struct { LC_MATMUL_FIELDS } lc_matmul_args;
 #if defined(LC_EPILOGUE16)
 #define LC_PREFETCH_EPILOGUE(b, r, c) \
   if (last) lc_prefetch16(b, r, c LC_EPI_ARGS);
@@ -139,12 +150,22 @@ typedef float16 lc_f16u __attribute__((aligned(4)));
 #define LC_FMA2(i, v) LC_ACC2(i, v) = fma(x, d##v, LC_ACC2(i, v));
 #define LC_STORE_T2(i, v) LC_PSTORE(LC_ACC2(i, v), v, t2);
 
-__kernel void matmul_cpu(__global const float* restrict A, long a_off, long a_sb, long a_bi,
-                         long a_sg, long a_sm, long a_sk, __global const float* restrict B,
-                         long b_off, long b_sb, long b_bi, long b_sg, long b_sk, long b_sn,
-                         __global float* restrict C, long c_off, long c_sb, long c_bi,
-                         long c_sg, long c_sm, long M, long N, long K,
-                         long mb LC_PANELS_PARAMS LC_GROUP_PARAMS LC_DUAL_PARAMS LC_EPI_PARAMS) {
+__kernel void matmul_cpu(__global const float* restrict A, __global const float* restrict B,
+                         __global float* restrict C LC_DUAL_BUFFERS LC_GROUP_BUFFERS,
+                         const lc_matmul_args lc_p LC_EPI_PARAMS) {
+  const long a_off = lc_p.a_off, a_sb = lc_p.a_sb, a_bi = lc_p.a_bi, a_sg = lc_p.a_sg,
+             a_sm = lc_p.a_sm, a_sk = lc_p.a_sk, M = lc_p.M, K = lc_p.K, mb = lc_p.mb;
+  // A group's select switches these to its product's.
+  long b_off = lc_p.b_off, b_sb = lc_p.b_sb, b_bi = lc_p.b_bi, b_sg = lc_p.b_sg,
+       b_sk = lc_p.b_sk, b_sn = lc_p.b_sn, c_off = lc_p.c_off, c_sb = lc_p.c_sb,
+       c_bi = lc_p.c_bi, c_sg = lc_p.c_sg, c_sm = lc_p.c_sm, N = lc_p.N;
+#ifdef LC_PANELS
+  const long np = lc_p.np;
+#endif
+#ifdef LC_DUAL
+  const long b2_off = lc_p.b2_off, b2_sb = lc_p.b2_sb, b2_bi = lc_p.b2_bi, b2_sg = lc_p.b2_sg,
+             b2_sk = lc_p.b2_sk;
+#endif
   __local float panel[KB * NR];
   const long m_begin = (long)get_global_id(0) * mb;
   const long m_end = min(m_begin + mb, M);
