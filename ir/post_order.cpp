@@ -13,16 +13,22 @@ namespace {
 // The most nodes PostOrder reserves room for up front.
 constexpr int64_t kMaxReserve = 1024;
 
+// How many nodes a walk from `roots` meets at most, as far as it is worth reserving room for:
+// the roots' pending counts (paths to their non-leaf nodes, an upper bound on those) and the
+// roots, up to kMaxReserve.
+size_t ReserveHint(std::span<const Node* const> roots) {
+  int64_t hint = static_cast<int64_t>(roots.size());
+  for (const Node* root : roots) hint += std::min<int64_t>(root->pending, kMaxReserve);
+  return static_cast<size_t>(std::min<int64_t>(hint, kMaxReserve));
+}
+
 // The walk, with `mark(node)` true where the node is met for the first time.
 template <typename Mark>
 std::vector<const Node*> Walk(std::span<const Node* const> roots,
                               absl::FunctionRef<bool(const Node&)> stop, Mark mark) {
   std::vector<const Node*> order;
-  // Sized from the roots' pending counts (paths to their non-leaf nodes, an upper bound on
-  // those), so that a graph of hundreds of nodes is not regrown on the way up.
-  int64_t hint = static_cast<int64_t>(roots.size());
-  for (const Node* root : roots) hint += std::min<int64_t>(root->pending, kMaxReserve);
-  order.reserve(static_cast<size_t>(std::min<int64_t>(hint, kMaxReserve)));
+  // So that a graph of hundreds of nodes is not regrown on the way up.
+  order.reserve(ReserveHint(roots));
   std::vector<std::pair<const Node*, size_t>> stack;  // node, next operand to walk
   // A node is marked when it is pushed: in a DAG it cannot be met again while on the stack.
   for (const Node* root : roots) {
@@ -55,7 +61,7 @@ std::vector<const Node*> PostOrder(std::span<const Node* const> roots,
     return Walk(roots, stop, [id = marks.id()](const Node* n) { return n->memo.Mark(id); });
   }
   absl::flat_hash_set<const Node*> seen;
-  seen.reserve(static_cast<size_t>(kMaxReserve));
+  seen.reserve(ReserveHint(roots));
   return Walk(roots, stop, [&seen](const Node* n) { return seen.insert(n).second; });
 }
 
