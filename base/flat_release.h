@@ -15,6 +15,7 @@ namespace lazycl::base {
 // destroyed by its shared_ptr's own release, as usual.
 template <typename T, typename Handle>
 void ReleaseFlat(std::vector<Handle>& handles) {
+  if (handles.empty()) return;  // a leaf: no need to find this thread's loop
   thread_local std::vector<Handle>* pending = nullptr;
   if (pending != nullptr) {
     for (Handle& h : handles) pending->push_back(std::move(h));
