@@ -803,7 +803,12 @@ absl::Status Execute(int device_index, CachedPlan& chosen, std::span<const Bindi
         continue;
       }
       const size_t first = packed.size();
-      for (const kernels::KernelArgSpec& f : a.fields) packed.push_back(arg(f).i);
+      for (const kernels::KernelArgSpec& f : a.fields) {
+        LAZYCL_CHECK(f.kind == kernels::KernelArgSpec::Kind::kInt64 ||
+                         (f.kind == kernels::KernelArgSpec::Kind::kOffset && f.wide),
+                     "a packed argument's field is not a 64-bit integer");
+        packed.push_back(arg(f).i);
+      }
       args.push_back(
           backend::KernelArg::Bytes(packed.data() + first, a.fields.size() * sizeof(int64_t)));
     }
