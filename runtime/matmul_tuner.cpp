@@ -136,11 +136,13 @@ std::vector<float> Values(size_t n, uint64_t seed) {
 }
 
 // Runs one candidate's kernel on [m, k] @ [k, n] through the backend; returns the result in
-// `out` and the median milliseconds of `repeat` launches after one warm-up.
+// `out` and the median milliseconds of `repeat` launches after one warm-up. With `ta` (`tb`), A
+// (B) is the transposed view of a stored [k, m] ([n, k]), read in place.
 class Runner {
  public:
-  Runner(backend::Device& device, int64_t m, int64_t n, int64_t k, int64_t batches = 1)
-      : device_(device), m_(m), n_(n), k_(k), batches_(batches) {
+  Runner(backend::Device& device, int64_t m, int64_t n, int64_t k, int64_t batches = 1,
+         bool ta = false, bool tb = false)
+      : device_(device), m_(m), n_(n), k_(k), batches_(batches), ta_(ta), tb_(tb) {
     a_ = Values(static_cast<size_t>(batches * m * k), 1);
     b_ = Values(static_cast<size_t>(batches * k * n), 2);
     backend::BufferManager& buffers = device.buffers();
@@ -176,9 +178,9 @@ class Runner {
     target.compute_units = device_.info().compute_units;
     kernels::BufferRef a{kernels::BufferRef::Kind::kParam, 0},
         b{kernels::BufferRef::Kind::kParam, 1};
-    const kernels::KernelSpec spec =
-        kernels::EmitMatmul(**root, {kernels::BufferRef::Kind::kOutput, 0}, {a, 0, m_ * k_, k_, 1},
-                            {b, 0, k_ * n_, n_, 1}, target);
+    const kernels::KernelSpec spec = kernels::EmitMatmul(
+        **root, {kernels::BufferRef::Kind::kOutput, 0}, {a, 0, m_ * k_, ta_ ? 1 : k_, ta_ ? m_ : 1},
+        {b, 0, k_ * n_, tb_ ? 1 : n_, tb_ ? k_ : 1}, target);
     std::vector<backend::KernelArg> args;
     std::vector<int64_t> packed;  // the kPack arguments' fields (EmitMatmul makes one)
     for (const kernels::KernelArgSpec& s : spec.args) {
@@ -229,7 +231,8 @@ class Runner {
       for (int64_t j = 0; j < n_; ++j) {
         double sum = 0, mag = 0;
         for (int64_t p = 0; p < k_; ++p) {
-          const double t = double(a_[i * k_ + p]) * double(b_[p * n_ + j]);
+          const double t =
+              double(a_[ta_ ? p * m_ + i : i * k_ + p]) * double(b_[tb_ ? j * k_ + p : p * n_ + j]);
           sum += t;
           mag += std::fabs(t);
         }
@@ -242,6 +245,7 @@ class Runner {
  private:
   backend::Device& device_;
   int64_t m_, n_, k_, batches_;
+  bool ta_, tb_;
   std::vector<float> a_, b_;
   backend::BufferId ids_[3] = {0, 0, 0};
   bool uploaded_ = false;
@@ -392,6 +396,39 @@ const CandidateResult* PickBlocking(const std::vector<CandidateResult>& results,
   return best;
 }
 
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+}  // namespace
+
+std::vector<double> PairedScores(const std::vector<std::vector<double>>& scores, size_t reference) {
+  const size_t n = scores.empty() ? 0 : scores[0].size();
+  std::vector<double> out(n, 0);
+  std::vector<double> reference_scores;
+  for (const std::vector<double>& round : scores) {
+    LAZYCL_CHECK(round.size() == n && reference < n, "PairedScores: ragged rounds");
+    if (round[reference] > 0) reference_scores.push_back(round[reference]);
+  }
+  if (reference_scores.empty()) return out;
+  const double reference_median = Median(reference_scores);
+  for (size_t c = 0; c < n; ++c) {
+    std::vector<double> ratios;
+    bool failed = false;
+    for (const std::vector<double>& round : scores) {
+      if (round[reference] <= 0) continue;
+      failed = failed || !(round[c] > 0);
+      ratios.push_back(round[c] / round[reference]);
+    }
+    out[c] = failed ? 0 : reference_median * Median(ratios);
+  }
+  return out;
+}
+
 absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string& cache_dir,
                                       bool force, std::vector<MatmulBlocking> candidates) {
   const SimdInfo simd = SimdOf(device.info());
@@ -415,29 +452,26 @@ absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string
   // Each candidate must match a double-precision reference on a product whose sizes are no
   // multiple of any block and whose K spans several panels; then it is timed.
   Runner check(device, 67, 83, 1100);
-  // Timed on shapes that models have: a square product, an MLP layer (batch 256) and an
+  // Timed on shapes that models have: an MLP layer (batch 256) forward and its two backward
+  // products (dX = dY W^T, dW = X^T dY: training runs two of them for each forward one), and an
   // attention product with narrow N; a candidate's score is the geometric mean of its GFLOP/s.
+  // Without the backward products a 2 x 32 blocking, ahead on the attention product alone, could
+  // win over a 6 x 16 one that ran A B^T at 1024^3 13-16% faster (AVX2 code).
   struct Timed {
     std::unique_ptr<Runner> runner;
     double flops;
   };
-  std::vector<Timed> shapes;
-  for (const auto& [m, n, k, batches] :
-       {std::array<int64_t, 4>{768, 768, 768, 1}, std::array<int64_t, 4>{256, 1024, 1024, 1},
-        std::array<int64_t, 4>{64, 32, 64, 128}}) {
-    shapes.push_back(
-        {std::make_unique<Runner>(device, m, n, k, batches), 2.0 * m * n * k * batches});
-  }
-  // One round: the candidate's score, or the error that disqualifies it.
-  auto score = [&](const MatmulBlocking& b) -> absl::StatusOr<double> {
-    double log_sum = 0;
-    for (Timed& t : shapes) {
-      absl::StatusOr<double> ms = t.runner->Run(b, 3, nullptr);
-      if (!ms.ok()) return ms.status();
-      log_sum += std::log(t.flops / std::max(*ms, 1e-6) / 1e6);
-    }
-    return std::exp(log_sum / static_cast<double>(shapes.size()));
+  struct Shape {
+    int64_t m, n, k, batches;
+    bool ta, tb;
   };
+  std::vector<Timed> shapes;
+  for (const Shape& s :
+       {Shape{256, 1024, 1024, 1, false, false}, Shape{256, 1024, 1024, 1, false, true},
+        Shape{1024, 1024, 256, 1, true, false}, Shape{64, 32, 64, 128, false, false}}) {
+    shapes.push_back({std::make_unique<Runner>(device, s.m, s.n, s.k, s.batches, s.ta, s.tb),
+                      2.0 * s.m * s.n * s.k * s.batches});
+  }
   auto evaluate = [&](const MatmulBlocking& b) {
     CandidateResult r{b, 0, ""};
     std::vector<float> out;
@@ -447,37 +481,64 @@ absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string
       r.error = std::string(ms.status().message());
     } else if (const double err = check.Error(out); !(err < 1e-5)) {
       r.error = absl::StrFormat("wrong result: relative error %.3g", err);
-    } else if (absl::StatusOr<double> g = score(b); !g.ok()) {
-      r.error = std::string(g.status().message());
-    } else {
-      r.gflops = *g;
     }
-    result.candidates.push_back(r);
+    result.candidates.push_back(r);  // timed by paired_rounds below
   };
   for (const MatmulBlocking& b : candidates) evaluate(b);
-  // Each candidate keeps its best of several rounds, so that a slow stretch of a shared machine
-  // does not decide alone.
-  auto more_rounds = [&](int width_only) {
-    for (int round = 0; round < 2; ++round) {
-      for (CandidateResult& r : result.candidates) {
-        if (!r.error.empty() || (width_only != 0 && r.blocking.vw != width_only)) continue;
-        if (absl::StatusOr<double> g = score(r.blocking); g.ok()) r.gflops = std::max(r.gflops, *g);
+  // Rounds side by side (PairedScores against `incumbent`, or the first that ran where it did
+  // not): in each, every shape is timed for every candidate in turn, in reverse order every
+  // other round. The best of three rounds each, timed one candidate after another, kept a
+  // 2 x 32 blocking instead of the 6 x 16 default in 3 of the 11 first-use tunes one 2-core AVX2
+  // VM's cache held (the candidates' scores 120-145 GFLOP/s, within each other's noise), with
+  // which 1024^3 A B^T ran at 141 GFLOP/s against 159-164 (best of 8 batches, 2 rounds).
+  auto paired_rounds = [&](int width_only, const MatmulBlocking& incumbent, int rounds) {
+    std::vector<CandidateResult*> running;
+    size_t reference = 0;
+    for (CandidateResult& r : result.candidates) {
+      if (!r.error.empty() || (width_only != 0 && r.blocking.vw != width_only)) continue;
+      if (r.blocking == incumbent) reference = running.size();
+      running.push_back(&r);
+    }
+    if (running.empty()) return;
+    std::vector<std::vector<double>> scores(rounds, std::vector<double>(running.size(), 0));
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<double> log_sum(running.size(), 0);
+      std::vector<bool> failed(running.size(), false);
+      for (Timed& t : shapes) {
+        for (size_t j = 0; j < running.size(); ++j) {
+          const size_t c = round % 2 == 0 ? j : running.size() - 1 - j;
+          if (failed[c]) continue;
+          absl::StatusOr<double> ms = t.runner->Run(running[c]->blocking, 2, nullptr);
+          if (!ms.ok()) {
+            failed[c] = true;
+            running[c]->error = std::string(ms.status().message());
+            continue;
+          }
+          log_sum[c] += std::log(t.flops / std::max(*ms, 1e-6) / 1e6);
+        }
+      }
+      for (size_t c = 0; c < running.size(); ++c) {
+        if (!failed[c])
+          scores[round][c] = std::exp(log_sum[c] / static_cast<double>(shapes.size()));
       }
     }
+    const std::vector<double> paired = PairedScores(scores, reference);
+    for (size_t c = 0; c < running.size(); ++c) running[c]->gflops = paired[c];
   };
   int width = 0;  // when probing: the width whose candidates go on
   if (probe_widths) {
     // The width is chosen for good here, so its defaults get their extra rounds first: when
     // they were compared on one round each, a first-use tune on a noisy VM once kept a 2-row
     // blocking of the narrower width (a sampling step 25% slower than with the wider default).
-    more_rounds(0);
+    paired_rounds(0, candidates[0], 3);
     const CandidateResult* fastest = PickBlocking(result.candidates, candidates[0]);
     width = fastest != nullptr ? fastest->blocking.vw : result.candidates[0].blocking.vw;
     for (const MatmulBlocking& b : MatmulCandidates(WithWidth(simd, width))) {
       if (std::find(candidates.begin(), candidates.end(), b) == candidates.end()) evaluate(b);
     }
   }
-  more_rounds(width);  // every candidate of that width (all of them when not probing)
+  // Every candidate of that width (all of them when not probing).
+  paired_rounds(width, probe_widths ? DefaultBlocking(WithWidth(simd, width)) : candidates[0], 5);
   // The chosen width's default is the incumbent: when it was the first candidate's, a narrower
   // width's candidates had only to beat each other, and a first-use tune under AVX2 code kept
   // a 2-row blocking 2% ahead of the 6-row default in its score, with which the MLP training

@@ -72,6 +72,14 @@ struct TuneResult {
 const CandidateResult* PickBlocking(const std::vector<CandidateResult>& results,
                                     const kernels::MatmulBlocking& incumbent);
 
+// Candidates' scores from rounds of timings taken side by side: scores[r][c] is candidate c's
+// GFLOP/s in round r, 0 where it failed. Each candidate's result is the median of `reference`'s
+// scores times the median over rounds of its ratio to `reference`'s score in the same round: a
+// slow stretch of a shared machine slows every candidate of its rounds alike, and one lucky
+// round does not decide (a best of rounds did). Rounds where `reference` failed are skipped; a
+// candidate that failed in another round scores 0.
+std::vector<double> PairedScores(const std::vector<std::vector<double>>& scores, size_t reference);
+
 // The cache file for `info` in `dir` and the key line it must hold.
 std::string TuneCachePath(const backend::DeviceInfo& info, const std::string& dir);
 std::string TuneCacheKey(const backend::DeviceInfo& info);

@@ -130,6 +130,44 @@ TEST(MatmulCandidatesTest, TheIncumbentStaysUnlessAnotherIsFivePercentFaster) {
   EXPECT_EQ(pick({{wide, 100, ""}, {narrow, 106, ""}}, wide), s_narrow);
 }
 
+// Rounds timed side by side: a candidate 8% faster than the reference in every round scores 8%
+// above the reference's median although the machine's speed halves between rounds; one that is
+// 10% slower but for one lucky round (where the reference ran slow) stays 10% slower, where its
+// best round would have won; a candidate that failed in a round scores 0; a round where the
+// reference failed is left out.
+TEST(MatmulCandidatesTest, PairedRoundsCompareCandidatesWithinARound) {
+  const double speed[] = {1.0, 0.6, 1.1, 0.5, 0.9};
+  std::vector<std::vector<double>> scores;
+  for (int r = 0; r < 5; ++r) {
+    const double ref = 100 * speed[r];
+    scores.push_back({ref, 1.08 * ref, r == 3 ? 190.0 : 0.9 * ref});
+  }
+  std::vector<double> got = runtime::PairedScores(scores, 0);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_DOUBLE_EQ(got[0], 90.0);  // the median of 100, 60, 110, 50, 90
+  EXPECT_NEAR(got[1], 1.08 * 90.0, 1e-9);
+  EXPECT_NEAR(got[2], 0.9 * 90.0, 1e-9);
+  const MatmulBlocking narrow = runtime::DefaultBlocking(Fake(8));
+  MatmulBlocking faster = narrow, lucky = narrow;
+  faster.kb *= 2;
+  lucky.mr = 2;
+  lucky.rows = 128;
+  const runtime::CandidateResult* best = runtime::PickBlocking(
+      {{narrow, got[0], ""}, {faster, got[1], ""}, {lucky, got[2], ""}}, narrow);
+  ASSERT_NE(best, nullptr);
+  EXPECT_EQ(best->blocking, faster);
+  // The reference failed in round 1: the other four rounds decide; a failure elsewhere scores 0.
+  scores[1][0] = 0;
+  scores[2][2] = 0;
+  got = runtime::PairedScores(scores, 0);
+  EXPECT_DOUBLE_EQ(got[0], 95.0);  // the median of 100, 110, 50, 90
+  EXPECT_NEAR(got[1], 1.08 * 95.0, 1e-9);
+  EXPECT_EQ(got[2], 0);
+  // An even number of rounds: the mean of the middle two ratios.
+  got = runtime::PairedScores({{100, 110}, {100, 90}}, 0);
+  EXPECT_NEAR(got[1], 100.0, 1e-9);
+}
+
 // A dual product's two sets of accumulators, two B's vectors and a broadcast fit the vector
 // registers (under AVX2 code half of 6 rows did not: two accumulators lived on the stack).
 TEST(MatmulCandidatesTest, DualProductsKeepTheirAccumulatorsInRegisters) {
