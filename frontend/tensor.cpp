@@ -54,7 +54,8 @@ int64_t Tensor::dim() const {
 }
 
 int64_t Tensor::size(int64_t d) const {
-  const ir::Shape shape = NodeOf(ImplOf(*this, "size"))->shape;
+  const ir::NodePtr node = NodeOf(ImplOf(*this, "size"));
+  const ir::Shape& shape = node->shape;  // not copied: a sampling token asked 113 times
   const int64_t rank = static_cast<int64_t>(shape.size());
   if (d < -rank || d >= rank) {
     base::Throw(absl::InvalidArgumentError(
