@@ -152,8 +152,9 @@ TEST(MatmulCandidatesTest, PairedRoundsCompareCandidatesWithinARound) {
   faster.kb *= 2;
   lucky.mr = 2;
   lucky.rows = 128;
-  const runtime::CandidateResult* best = runtime::PickBlocking(
-      {{narrow, got[0], ""}, {faster, got[1], ""}, {lucky, got[2], ""}}, narrow);
+  const std::vector<runtime::CandidateResult> results = {
+      {narrow, got[0], ""}, {faster, got[1], ""}, {lucky, got[2], ""}};
+  const runtime::CandidateResult* best = runtime::PickBlocking(results, narrow);  // into results
   ASSERT_NE(best, nullptr);
   EXPECT_EQ(best->blocking, faster);
   // The reference failed in round 1: the other four rounds decide; a failure elsewhere scores 0.
