@@ -281,7 +281,7 @@ __kernel void matmul_cpu(__global const float* restrict A, __global const float*
     // a_sk = 1024): the runs 8 k ahead are fetched while this one is copied. A run is copied
     // whole, LC_VW floats at a time, to row k of the pack (LC_APACK floats long); rows past M,
     // up to the last block's end, are zeros. Copied block by block into [mb / MR][KB][MR] before,
-    // a scalar load and store a float, A^T B took 15-20% longer than A B; with this, 1024^3
+    // a scalar load and store a float, A^T B took 14-25% longer than A B; with this, 1024^3
     // A^T B 121 -> 129 and 2048^3 128 -> 139 GFLOP/s (best of 8 batches, medians of 3 rounds
     // alternating, AVX2 code on a 2-core Zen 4 EPYC VM; that block layout copied a vector at a
     // time measured the same as this one).
