@@ -167,7 +167,7 @@ DType Result(Op op, DType operand) {
 // Fills in the hash and the pending count of a node whose other fields are set. The hash
 // covers op, dtype, shape, args, the Constant value (not a Scalar's) and the operands' hashes;
 // the Constant value is tagged so that an absent value never collides with a present one.
-NodePtr Finish(Node node) {
+NodePtr Finish(Node&& node) {
   uint64_t h =
       absl::HashOf(static_cast<int>(node.op), static_cast<int>(node.dtype), node.shape, node.args);
   if (node.op == Op::kConstant || node.op == Op::kPad) {

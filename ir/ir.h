@@ -122,7 +122,7 @@ struct Node {
   // The small argument, by op: Permute: the permutation; Slice: start per dim; Pad: padding
   // before each dim (after is implied by the shape); Sum/Max: the reduced axes, sorted (the
   // output keeps them with size 1). Gather, ScatterAdd: {dim}.
-  std::vector<int64_t> args;
+  base::InlineList<int64_t, 4> args;
   double value = 0;                  // Constant, Scalar; Pad: the fill
   std::shared_ptr<Storage> storage;  // Buffer
   uint64_t hash = 0;

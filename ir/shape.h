@@ -6,13 +6,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "base/inline_list.h"
 
 // Shapes and the arithmetic on them. Every shape that enters the IR from outside (factories,
 // reshape, broadcast, padding, matmul results) passes ValidateShape, so element and byte counts
 // computed from a node's shape never overflow.
 namespace lazycl::ir {
 
-using Shape = std::vector<int64_t>;
+// A node's dims, held in place up to 4 (most shapes): making a node or copying its shape
+// allocates nothing for them. Converts to and from std::vector<int64_t>, the public API's shape.
+using Shape = base::InlineList<int64_t, 4>;
 
 // The number of elements; the shape must be valid (ValidateShape).
 int64_t NumElements(const Shape& shape);
