@@ -134,6 +134,13 @@ std::vector<float> Values(size_t n, uint64_t seed) {
   return v;
 }
 
+// The median (of an even count, the mean of the middle two); v must not be empty.
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
 // Runs one candidate's kernel on [m, k] @ [k, n] through the backend; returns the result in
 // `out` and the median milliseconds of `repeat` launches after one warm-up. With `ta` (`tb`), A
 // (B) is the transposed view of a stored [k, m] ([n, k]), read in place.
@@ -218,8 +225,7 @@ class Runner {
           !s.ok())
         return s;
     }
-    std::sort(times.begin(), times.end());
-    return times.empty() ? 0.0 : times[times.size() / 2];
+    return times.empty() ? 0.0 : Median(std::move(times));
   }
 
   // The largest error of `c` against a double-precision product, relative to the size of the
@@ -394,16 +400,6 @@ const CandidateResult* PickBlocking(const std::vector<CandidateResult>& results,
   }
   return best;
 }
-
-namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2;
-}
-
-}  // namespace
 
 std::vector<double> PairedScores(const std::vector<std::vector<double>>& scores, size_t reference) {
   const size_t n = scores.empty() ? 0 : scores[0].size();
