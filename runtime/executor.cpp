@@ -78,11 +78,52 @@ struct CachedPlan : std::enable_shared_from_this<CachedPlan> {
 
 namespace {
 
+// How a graph that RunGraph is given, before BuildGraph rewrites it (half precision, sunk
+// slices), binds a cached plan: BuildGraph reads nothing of a node but its fields in
+// RawGraph's key (below), so every graph of one key builds one graph, and the plan of one serves
+// all, its parameters and scalars taken from the leaves at the same positions of each.
+struct Recipe {
+  std::vector<uint64_t> key;  // RawGraph::key
+  std::weak_ptr<CachedPlan> plan;
+  std::vector<int> params;   // per parameter of the plan: the position of a leaf of its buffer
+  std::vector<int> scalars;  // per scalar argument: the position of its Scalar leaf
+};
+
 // The compiled graphs of one device, least recently used first out. The cache holds one
 // reference to each plan; whoever runs a plan (RunGraph, a step loop) holds another for as long
 // as it runs it, so an eviction never frees a plan in use.
 class GraphCache {
  public:
+  // The recipe of the graphs of key `key` (hash `hash`) and its plan, while the plan is still
+  // cached (it becomes the most recently used); null otherwise.
+  std::shared_ptr<const Recipe> FindRecipe(uint64_t hash, const std::vector<uint64_t>& key,
+                                           std::shared_ptr<CachedPlan>& plan) {
+    auto it = recipes_.find(hash);
+    if (it == recipes_.end() || it->second->key != key) return nullptr;
+    plan = it->second->plan.lock();
+    auto cached = plan != nullptr ? by_hash_.find(plan->hash) : by_hash_.end();
+    if (cached == by_hash_.end() || *cached->second != plan) {  // evicted: lowered again
+      recipes_.erase(it);
+      plan = nullptr;
+      return nullptr;
+    }
+    order_.splice(order_.begin(), order_, cached->second);
+    return it->second;
+  }
+
+  // Keeps `recipe` under `hash`, in place of one of the same hash. Recipes of evicted plans are
+  // dropped once there are more than twice as many recipes as plans.
+  void InsertRecipe(uint64_t hash, std::shared_ptr<const Recipe> recipe) {
+    recipes_[hash] = std::move(recipe);
+    if (recipes_.size() <= 2 * std::max<size_t>(capacity, 1)) return;
+    absl::erase_if(recipes_, [&](const auto& entry) {
+      std::shared_ptr<CachedPlan> plan = entry.second->plan.lock();
+      auto cached = plan != nullptr ? by_hash_.find(plan->hash) : by_hash_.end();
+      return cached == by_hash_.end() || *cached->second != plan;
+    });
+    if (recipes_.size() > 2 * std::max<size_t>(capacity, 1)) recipes_.clear();
+  }
+
   // The plan cached under `hash` when its key is `key` (it becomes the most recently used).
   std::shared_ptr<CachedPlan> Find(uint64_t hash, const std::vector<uint64_t>& key) {
     auto it = by_hash_.find(hash);
@@ -118,6 +159,7 @@ class GraphCache {
  private:
   std::list<std::shared_ptr<CachedPlan>> order_;  // most recently used first
   absl::flat_hash_map<uint64_t, std::list<std::shared_ptr<CachedPlan>>::iterator> by_hash_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const Recipe>> recipes_;  // by RawGraph::hash
 };
 
 std::mutex& CacheMutex() {
@@ -192,6 +234,72 @@ std::vector<uint64_t> GraphKey(const kernels::Graph& graph) {
   return key;
 }
 
+// The structure of a graph as RunGraph is given it: GraphKey's fields over its own nodes (each
+// node's hash, which covers its op, dtype, shape and arguments; its operands by position; which
+// leaves share a buffer), its outputs and the matmul blocking's generation. Where two graphs'
+// keys are equal, BuildGraph builds one graph of both (Recipe).
+struct RawGraph {
+  std::vector<uint64_t> key;
+  uint64_t hash = 0;
+  std::vector<int> param_leaf;  // per buffer, in the order first read: its first leaf's position
+  absl::flat_hash_map<backend::BufferId, int> param_of_buffer;  // index into param_leaf
+};
+
+RawGraph RawGraphOf(const std::vector<const Node*>& order, const std::vector<const Node*>& roots) {
+  RawGraph raw;
+  const ir::NodePositions index(order);
+  size_t size = roots.size() + 1;
+  for (const Node* n : order) size += 2 + n->operands.size();
+  raw.key.reserve(size);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Node& n = *order[i];
+    raw.key.push_back(n.hash);
+    for (const ir::NodePtr& o : n.operands)
+      raw.key.push_back(static_cast<uint64_t>(index.at(o.get())));
+    int param = -1;
+    if (n.op == ir::Op::kBuffer) {
+      auto [it, inserted] =
+          raw.param_of_buffer.emplace(n.storage->id(), static_cast<int>(raw.param_leaf.size()));
+      if (inserted) raw.param_leaf.push_back(static_cast<int>(i));
+      param = it->second;
+    }
+    raw.key.push_back(static_cast<uint64_t>(param + 1));
+  }
+  for (const Node* root : roots) raw.key.push_back(static_cast<uint64_t>(index.at(root)));
+  raw.key.push_back(MatmulBlockingGeneration());
+  raw.hash = absl::HashOf(raw.key);
+  return raw;
+}
+
+// The recipe that binds `built`'s plan from the leaves of `raw`'s graph (`order`), or null where a
+// parameter or scalar of the built graph is no leaf of `order` (a rewritten Scalar of half
+// precision).
+std::shared_ptr<const Recipe> RecipeOf(RawGraph& raw, const std::vector<const Node*>& order,
+                                       const BuiltGraph& built,
+                                       const std::shared_ptr<CachedPlan>& plan) {
+  auto recipe = std::make_shared<Recipe>();
+  for (const std::shared_ptr<ir::Storage>& storage : built.params) {
+    auto it = raw.param_of_buffer.find(storage->id());
+    if (it == raw.param_of_buffer.end()) return nullptr;
+    recipe->params.push_back(raw.param_leaf[static_cast<size_t>(it->second)]);
+  }
+  if (built.graph.num_scalars > 0) {
+    absl::flat_hash_map<const Node*, int> scalar_at;
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (order[i]->op == ir::Op::kScalar) scalar_at.emplace(order[i], static_cast<int>(i));
+    }
+    for (size_t i = 0; i < built.graph.nodes.size(); ++i) {  // in the order of scalar_of
+      if (built.graph.scalar_of[i] < 0) continue;
+      auto it = scalar_at.find(built.graph.nodes[i]);
+      if (it == scalar_at.end()) return nullptr;
+      recipe->scalars.push_back(it->second);
+    }
+  }
+  recipe->key = std::move(raw.key);
+  recipe->plan = plan;
+  return recipe;
+}
+
 std::vector<backend::ProgramSource> Sources(const kernels::Plan& plan) {
   std::vector<backend::ProgramSource> sources;
   for (const kernels::KernelSpec& spec : plan.kernels)
@@ -241,14 +349,55 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
     if (n->op != ir::Op::kBuffer || !n->storage->pending()) continue;
     if (absl::Status s = n->storage->Produce(); !s.ok()) return s;
   }
-  BuiltGraph built = BuildGraph(roots, /*bind_offsets=*/false, std::move(order));
-  // Placeholders are caught before anything runs, with the message that names them.
-  for (const Node* n : built.graph.nodes) {
-    if (n->op != ir::Op::kBuffer) continue;
-    if (absl::Status s = PrepareLeaf(*n); !s.ok()) return s;
+  // A graph of a structure run before (the same model's next step, built op by op again) takes
+  // that one's plan and how it bound it, without BuildGraph's passes: in a sampling loop written
+  // as a `for` over the layers, they were 16% of the host's instructions a token. Not with
+  // donations (judged on the built graph) nor under LAZYCL_COMPILE=generic (PreparePlan's hit).
+  const bool memo = donations.empty() && CurrentCompileMode() != base::CompileMode::kGeneric;
+  RawGraph raw;
+  std::shared_ptr<CachedPlan> plan;
+  std::shared_ptr<const Recipe> recipe;
+  if (memo) {
+    raw = RawGraphOf(order, roots);
+    std::lock_guard<std::mutex> lock(CacheMutex());
+    recipe = GraphCaches()[device_index].FindRecipe(raw.hash, raw.key, plan);
   }
-  absl::StatusOr<std::shared_ptr<CachedPlan>> plan = PreparePlan(device_index, built.graph);
-  if (!plan.ok()) return plan.status();
+  BuiltGraph built;             // where there is no recipe
+  std::vector<Binding> params;  // a recipe's here, else after the donations are judged
+  std::vector<double> scalars;
+  if (recipe != nullptr) {
+    base::metrics::Add("GraphCacheHits", 1);
+    base::metrics::Add("GraphBuildsReused", 1);
+    for (int p : recipe->params) {
+      const Node& leaf = *order[static_cast<size_t>(p)];
+      LAZYCL_CHECK(leaf.op == ir::Op::kBuffer, "a recipe's parameter is a Buffer leaf");
+      // Placeholders are caught before anything runs, with the message that names them.
+      if (absl::Status s = PrepareLeaf(leaf); !s.ok()) return s;
+      params.push_back({leaf.storage, 0});
+    }
+    for (int k : recipe->scalars) {
+      const Node& leaf = *order[static_cast<size_t>(k)];
+      LAZYCL_CHECK(leaf.op == ir::Op::kScalar, "a recipe's scalar is a Scalar leaf");
+      scalars.push_back(leaf.value);
+    }
+  } else {
+    const std::vector<const Node*> raw_order = memo ? order : std::vector<const Node*>{};
+    built = BuildGraph(roots, /*bind_offsets=*/false, std::move(order));
+    for (const Node* n : built.graph.nodes) {
+      if (n->op != ir::Op::kBuffer) continue;
+      if (absl::Status s = PrepareLeaf(*n); !s.ok()) return s;
+    }
+    absl::StatusOr<std::shared_ptr<CachedPlan>> prepared = PreparePlan(device_index, built.graph);
+    if (!prepared.ok()) return prepared.status();
+    plan = *std::move(prepared);
+    scalars = built.scalars;
+    if (memo) {
+      if (std::shared_ptr<const Recipe> made = RecipeOf(raw, raw_order, built, plan)) {
+        std::lock_guard<std::mutex> lock(CacheMutex());
+        GraphCaches()[device_index].InsertRecipe(raw.hash, std::move(made));
+      }
+    }
+  }
 
   backend::BufferManager& buffers = OpenClDevice(device_index).buffers();
   const Device where = Device::opencl(device_index);
@@ -260,7 +409,7 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
       return absl::InternalError("a donation names no output, or one output twice");
     }
     const std::string refusal =
-        DonationRefusal(built.graph, (*plan)->plan, offer, /*storage_holders_in_graph=*/1);
+        DonationRefusal(built.graph, plan->plan, offer, /*storage_holders_in_graph=*/1);
     if (refusal.empty()) {
       donated[static_cast<size_t>(offer.output)] = offer.storage;
       base::metrics::Add("DonatedBytes", static_cast<int64_t>(offer.storage->bytes()));
@@ -273,11 +422,12 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
                    refusal.c_str());
     }
   }
-  std::vector<Binding> params;
-  for (auto& storage : built.params) params.push_back({storage, 0});
+  if (recipe == nullptr) {
+    for (auto& storage : built.params) params.push_back({storage, 0});
+  }
   // Every result is live at the end: a graph whose results cannot all fit fails before any
   // kernel runs, rather than after filling the device with the first ones.
-  const std::vector<size_t>& result_bytes = OutputBytes(**plan);
+  const std::vector<size_t>& result_bytes = OutputBytes(*plan);
   std::vector<size_t> new_bytes;
   for (size_t k = 0; k < outputs.size(); ++k) {
     if (donated[k] == nullptr) new_bytes.push_back(result_bytes[k]);
@@ -295,17 +445,17 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
                                                     ir::ShapeString(outputs[k]->shape))),
          0});
   }
-  if (absl::Status s = Execute(device_index, **plan, params, results, built.scalars); !s.ok())
-    return s;
+  if (absl::Status s = Execute(device_index, *plan, params, results, scalars); !s.ok()) return s;
 
   if (base::CurrentSettings().debug >= 1) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(
         stderr,
-        "lazycl: graph %016llx on cl:%d: %zu nodes, %zu kernels, %zu params, %.3f ms host\n",
-        static_cast<unsigned long long>((*plan)->hash), device_index, built.graph.nodes.size(),
-        (*plan)->plan.kernels.size(), params.size(), ms);
+        "lazycl: graph %016llx on cl:%d: %zu nodes, %zu kernels, %zu params, %.3f ms host%s\n",
+        static_cast<unsigned long long>(plan->hash), device_index,
+        recipe != nullptr ? order.size() : built.graph.nodes.size(), plan->plan.kernels.size(),
+        params.size(), ms, recipe != nullptr ? " (built as before)" : "");
   }
   std::vector<std::shared_ptr<ir::Storage>> storages;
   for (Binding& r : results) storages.push_back(std::move(r.storage));

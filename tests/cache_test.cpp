@@ -373,5 +373,59 @@ TEST(CacheTest, AGraphsNewKernelsBuildAsOneProgram) {
   }
 }
 
+// A graph built op by op again with the structure of an earlier one (a model's next step) takes
+// that one's plan without building it again (runtime/executor.cpp: Recipe), binding this
+// graph's own buffers and scalars: here a slice of a product that is sunk through it, two
+// scalars whose values change places, and which inputs share a buffer, each checked against
+// the host.
+TEST(CacheTest, AGraphOfAnEarlierStructureBindsItsOwnLeaves) {
+  auto step = [](const Tensor& x, const Tensor& w, const Tensor& b, double s1, double s2) {
+    const Tensor y = relu(matmul(x, w) * s1 + b) - s2;
+    return sum(slice(y, 0, 5, 6) * s1, {1});  // the last row's: only it is computed
+  };
+  int checks = 0;
+  auto check = [&](const Tensor& x, const Tensor& w, const Tensor& b, double s1, double s2,
+                   bool reused) {
+    SCOPED_TRACE(testing::Message() << "check " << ++checks);
+    const int64_t before = metrics::counter("GraphBuildsReused");
+    const std::vector<float> got = step(x, w, b, s1, s2).to_vector<float>();
+    EXPECT_EQ(metrics::counter("GraphBuildsReused"), before + (reused ? 1 : 0));
+    const Device h = Device::host();
+    ExpectNear(got, step(x.to(h), w.to(h), b.to(h), s1, s2).to_vector<float>());
+  };
+  const Tensor x1 = Rand({6, 8}, 61), w1 = Rand({8, 8}, 62), b1 = Rand({1, 8}, 63);
+  const Tensor x2 = Rand({6, 8}, 64), w2 = Rand({8, 8}, 65), b2 = Rand({1, 8}, 66);
+  sync({x1, w1, b1, x2, w2, b2});
+  step(x1, w1, b1, 0.5, 2.0).to_vector<float>();  // this structure run (and kept) once
+  check(x2, w2, b2, 0.5, 2.0, true);
+  check(x1, w2, b1, 2.0, 0.5, true);          // the scalars swapped
+  check(x2, w2 + 1.0, b2, -3.0, 1.0, false);  // w computed in the graph: another structure
+  check(x1, w1, b1, -1.5, 0.25, true);
+  check(x1, w1 + 2.0, b2, 1.5, -1.0, true);
+  // x and w one buffer: another structure (one parameter where there were two), then reused.
+  const Tensor s1 = Rand({8, 8}, 67), s2 = Rand({8, 8}, 68);
+  sync({s1, s2});
+  check(slice(s1, 0, 0, 6), s1, b1, 1.0, 0.0, false);
+  check(slice(s2, 0, 0, 6), s2, b2, 0.75, -0.5, true);
+  check(slice(s1, 0, 0, 6), s2, b2, 0.75, -0.5, false);  // two buffers: another structure
+  check(slice(s2, 0, 0, 6), s1, b1, 2.5, 1.0, true);
+  check(slice(s2, 0, 0, 6), s2, b1, 2.5, 1.0, true);  // one buffer: the one before
+}
+
+// Half precision rewrites a graph's Scalar leaves into new nodes (ir/half_precision.h), which no
+// recipe binds: each step's graph is built and finds its plan, with its own two values.
+TEST(CacheTest, AHalfPrecisionGraphOfAnEarlierStructureTakesItsNewScalars) {
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = cast(Rand({4, 5}, 71), dtype);
+    sync({x});
+    for (double s : {0.5, 3.0, -2.0}) {
+      const std::vector<float> got = cast(exp(x * s) + (2 * s + 1), DType::f32).to_vector<float>();
+      const Tensor xh = x.to(Device::host());
+      ExpectNear(got, cast(exp(xh * s) + (2 * s + 1), DType::f32).to_vector<float>());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lazycl
