@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <new>
 
@@ -20,31 +21,32 @@ class BlockPool {
 
   static void* Allocate() {
 #ifndef __SANITIZE_ADDRESS__
-    if (!gone_) {
-      Kept& kept = kept_;
-      if (kept.head != nullptr) {
-        Free* block = kept.head;
-        kept.head = block->next;
-        --kept.count;
-        return block;
-      }
+    Kept& kept = kept_;  // one look-up of the thread's state per call
+    if (kept.head != nullptr) {
+      Free* block = kept.head;
+      kept.head = block->next;
+      --kept.count;
+      return block;
     }
 #endif
     return ::operator new (Size, std::align_val_t{Align});
   }
 
-  // The blocks this thread keeps now (for tests).
-  static size_t KeptHere() { return gone_ ? 0 : kept_.count; }
+  // The blocks this thread keeps now, and those every thread gave back as it ended (for tests).
+  static size_t KeptHere() { return kept_.count; }
+  static size_t GivenBackAtExit() { return given_back_.load(std::memory_order_relaxed); }
 
   static void Deallocate(void* p) {
 #ifndef __SANITIZE_ADDRESS__
-    if (!gone_) {
-      Kept& kept = kept_;
-      if (kept.count < kMaxKept) {
-        kept.head = new (p) Free{kept.head};
-        ++kept.count;
-        return;
+    Kept& kept = kept_;
+    if (kept.count < kMaxKept && !kept.gone) {
+      if (!kept.reaping) {
+        kept.reaping = true;
+        reaper_.Arm();  // made now: its destructor, at this thread's exit, frees what is kept
       }
+      kept.head = new (p) Free{kept.head};
+      ++kept.count;
+      return;
     }
 #endif
     ::operator delete (p, std::align_val_t{Align});
@@ -55,20 +57,31 @@ class BlockPool {
     Free* next;
   };
   static_assert(Size >= sizeof(Free) && Align >= alignof(Free));
+  // Constant-initialized and trivially destructible, so that reading it is one thread-local
+  // look-up (no guard of a first use) and it stays valid to the thread's very end.
   struct Kept {
     Free* head = nullptr;
     size_t count = 0;
-    ~Kept() {
-      gone_ = true;  // blocks freed later in this thread's exit go straight back
-      while (head != nullptr) {
-        Free* next = head->next;
-        ::operator delete (head, std::align_val_t{Align});
-        head = next;
+    bool reaping = false;  // reaper_ made in this thread
+    bool gone = false;     // reaper_ destroyed: blocks freed later go straight back
+  };
+  struct Reaper {
+    void Arm() {}
+    ~Reaper() {
+      Kept& kept = kept_;
+      kept.gone = true;
+      given_back_.fetch_add(kept.count, std::memory_order_relaxed);
+      while (kept.head != nullptr) {
+        Free* next = kept.head->next;
+        ::operator delete (kept.head, std::align_val_t{Align});
+        kept.head = next;
       }
+      kept.count = 0;
     }
   };
-  static thread_local inline Kept kept_;
-  static thread_local inline bool gone_ = false;  // trivially destructible: valid to the end
+  static thread_local constinit inline Kept kept_{};
+  static thread_local inline Reaper reaper_;
+  static inline std::atomic<size_t> given_back_{0};
 };
 
 // A standard allocator over BlockPool for std::allocate_shared: single objects come from the

@@ -72,6 +72,20 @@ TEST(PoolAllocator, ABlockFreedOnAnotherThreadServesThatThread) {
   EXPECT_EQ(Pool::KeptHere(), kept_here == 0 ? 0u : kept_here - 1);
 }
 
+TEST(PoolAllocator, AThreadGivesItsKeptBlocksBackAsItEnds) {
+  if (!kPooled) GTEST_SKIP() << "AddressSanitizer: blocks go back to operator delete";
+  const size_t before = Pool::GivenBackAtExit();
+  size_t kept_there = 0;
+  std::thread([&] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 5; ++i) blocks.push_back(Pool::Allocate());
+    for (void* b : blocks) Pool::Deallocate(b);
+    kept_there = Pool::KeptHere();
+  }).join();
+  EXPECT_EQ(kept_there, 5u);
+  EXPECT_EQ(Pool::GivenBackAtExit(), before + 5);
+}
+
 TEST(PoolAllocator, SharedObjectsLiveAndDieAsWithMakeShared) {
   struct Counted {
     explicit Counted(int* alive) : alive(alive) { ++*alive; }
