@@ -40,7 +40,9 @@ bool HasHalf(std::span<const Node* const> roots) {
   return false;
 }
 
-std::vector<NodePtr> ComputeHalfInF32(std::span<const Node* const> roots) {
+std::vector<NodePtr> ComputeHalfInF32(
+    std::span<const Node* const> roots,
+    std::vector<std::pair<const Node*, const Node*>>* scalars_made) {
   // rewritten[n]: n's value computed in f32 where n is half (else in n's own dtype); absent when
   // nothing in n's graph changes.
   absl::flat_hash_map<const Node*, NodePtr> rewritten;
@@ -72,6 +74,8 @@ std::vector<NodePtr> ComputeHalfInF32(std::span<const Node* const> roots) {
         Node fill = *n;  // the value is already what the half dtype holds (MakeFill)
         fill.dtype = DType::f32;
         value = FinishNode(std::move(fill));
+        if (scalars_made != nullptr && n->op == Op::kScalar)
+          scalars_made->push_back({value.get(), n});
         break;
       }
       case Op::kCast: {

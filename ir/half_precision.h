@@ -1,6 +1,7 @@
 #pragma once
 
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "ir/ir.h"
@@ -19,6 +20,10 @@ bool HasHalf(std::span<const Node* const> roots);
 // back), and each root of a half dtype ends in a Cast to it. Same shapes and dtypes as `roots`;
 // Buffer leaves are kept (they are the same nodes), so parameters bind as before. Roots and
 // subgraphs without half values come back as the nodes given (null entries: unchanged).
-std::vector<NodePtr> ComputeHalfInF32(std::span<const Node* const> roots);
+// `scalars_made`, when given, gets each Scalar leaf this made in place of a half one: (the f32
+// leaf made, the leaf given), so that a caller can bind the one by the other's position.
+std::vector<NodePtr> ComputeHalfInF32(
+    std::span<const Node* const> roots,
+    std::vector<std::pair<const Node*, const Node*>>* scalars_made = nullptr);
 
 }  // namespace lazycl::ir

@@ -272,8 +272,7 @@ RawGraph RawGraphOf(const std::vector<const Node*>& order, const std::vector<con
 }
 
 // The recipe that binds `built`'s plan from the leaves of `raw`'s graph (`order`), or null where a
-// parameter or scalar of the built graph is no leaf of `order` (a rewritten Scalar of half
-// precision).
+// parameter or scalar of the built graph is no leaf of `order` nor made in place of one.
 std::shared_ptr<const Recipe> RecipeOf(RawGraph& raw, const std::vector<const Node*>& order,
                                        const BuiltGraph& built,
                                        const std::shared_ptr<CachedPlan>& plan) {
@@ -287,6 +286,10 @@ std::shared_ptr<const Recipe> RecipeOf(RawGraph& raw, const std::vector<const No
     absl::flat_hash_map<const Node*, int> scalar_at;
     for (size_t i = 0; i < order.size(); ++i) {
       if (order[i]->op == ir::Op::kScalar) scalar_at.emplace(order[i], static_cast<int>(i));
+    }
+    for (const auto& [made, given] : built.scalars_made) {  // a half Scalar's f32 copy
+      if (auto it = scalar_at.find(given); it != scalar_at.end())
+        scalar_at.emplace(made, it->second);
     }
     for (size_t i = 0; i < built.graph.nodes.size(); ++i) {  // in the order of scalar_of
       if (built.graph.scalar_of[i] < 0) continue;
@@ -530,7 +533,7 @@ BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets
   std::vector<const Node*> roots = outputs;
   if (std::any_of(graph.nodes.begin(), graph.nodes.end(),
                   [](const Node* n) { return is_half(n->dtype); })) {
-    built.rewritten = ir::ComputeHalfInF32(outputs);
+    built.rewritten = ir::ComputeHalfInF32(outputs, &built.scalars_made);
     for (size_t k = 0; k < roots.size(); ++k) {
       if (built.rewritten[k] != nullptr) roots[k] = built.rewritten[k].get();
     }

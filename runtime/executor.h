@@ -3,6 +3,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -69,6 +70,8 @@ struct BuiltGraph {
   // The roots ir::ComputeHalfInF32 and ir::SinkSlices made where they changed the graph (the
   // graph's nodes point into them); empty otherwise.
   std::vector<ir::NodePtr> rewritten;
+  // The Scalar leaves ir::ComputeHalfInF32 made in place of half ones: (made, given).
+  std::vector<std::pair<const ir::Node*, const ir::Node*>> scalars_made;
   std::vector<std::shared_ptr<ir::Storage>> params;
   std::vector<double> scalars;
 };

@@ -412,15 +412,18 @@ TEST(CacheTest, AGraphOfAnEarlierStructureBindsItsOwnLeaves) {
   check(slice(s2, 0, 0, 6), s2, b1, 2.5, 1.0, true);  // one buffer: the one before
 }
 
-// Half precision rewrites a graph's Scalar leaves into new nodes (ir/half_precision.h), which no
-// recipe binds: each step's graph is built and finds its plan, with its own two values.
+// Half precision rewrites a graph's Scalar leaves into f32 ones (ir/half_precision.h): the recipe
+// binds each by the position of the half leaf it was made from, with each step's two values.
 TEST(CacheTest, AHalfPrecisionGraphOfAnEarlierStructureTakesItsNewScalars) {
   for (DType dtype : {DType::f16, DType::bf16}) {
     SCOPED_TRACE(dtype_name(dtype));
     const Tensor x = cast(Rand({4, 5}, 71), dtype);
     sync({x});
+    int step = 0;
     for (double s : {0.5, 3.0, -2.0}) {
+      const int64_t reused = metrics::counter("GraphBuildsReused");
       const std::vector<float> got = cast(exp(x * s) + (2 * s + 1), DType::f32).to_vector<float>();
+      EXPECT_EQ(metrics::counter("GraphBuildsReused"), reused + (step++ > 0 ? 1 : 0)) << s;
       const Tensor xh = x.to(Device::host());
       ExpectNear(got, cast(exp(xh * s) + (2 * s + 1), DType::f32).to_vector<float>());
     }
