@@ -288,8 +288,10 @@ std::shared_ptr<const Recipe> RecipeOf(RawGraph& raw, const std::vector<const No
       if (order[i]->op == ir::Op::kScalar) scalar_at.emplace(order[i], static_cast<int>(i));
     }
     for (const auto& [made, given] : built.scalars_made) {  // a half Scalar's f32 copy
-      if (auto it = scalar_at.find(given); it != scalar_at.end())
-        scalar_at.emplace(made, it->second);
+      auto it = scalar_at.find(given);
+      if (it == scalar_at.end()) continue;
+      const int position = it->second;  // copied: the emplace below may move the map's slots
+      scalar_at.emplace(made, position);
     }
     for (size_t i = 0; i < built.graph.nodes.size(); ++i) {  // in the order of scalar_of
       if (built.graph.scalar_of[i] < 0) continue;
