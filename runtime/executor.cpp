@@ -222,7 +222,9 @@ absl::StatusOr<kernels::Target> TargetOf(backend::Device& device, const kernels:
 std::vector<uint64_t> GraphKey(const kernels::Graph& graph) {
   const ir::NodePositions index(graph.nodes);
   std::vector<uint64_t> key;
-  key.reserve(graph.nodes.size() * 3 + graph.outputs.size() + 1);
+  size_t size = graph.outputs.size() + 2;  // and the caller's one more
+  for (const Node* n : graph.nodes) size += 2 + n->operands.size();
+  key.reserve(size);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     key.push_back(graph.nodes[i]->hash);
     for (const ir::NodePtr& o : graph.nodes[i]->operands)
@@ -234,61 +236,82 @@ std::vector<uint64_t> GraphKey(const kernels::Graph& graph) {
   return key;
 }
 
-// The structure of a graph as RunGraph is given it: GraphKey's fields over its own nodes (each
-// node's hash, which covers its op, dtype, shape and arguments; its operands by position; which
-// leaves share a buffer), its outputs and the matmul blocking's generation. Where two graphs'
-// keys are equal, BuildGraph builds one graph of both (Recipe).
+// Numbers the leaves of `built.graph.nodes` (PostOrder(roots)): its parameters (Buffer leaves,
+// one per buffer, in the order first read), its scalars and its outputs' positions.
+void IndexLeaves(const std::vector<const Node*>& roots, BuiltGraph& built) {
+  kernels::Graph& graph = built.graph;
+  // The outputs' positions: a map of the roots (a few), looked up once per node, where a map of
+  // every node's position was a tenth of the host's work per token in a sampling loop.
+  absl::flat_hash_map<const Node*, int> root_index;
+  for (const Node* out : roots) root_index.emplace(out, -1);
+  graph.param_of.assign(graph.nodes.size(), -1);
+  absl::flat_hash_map<backend::BufferId, int>
+      param_of_buffer;  // parameters de-duplicated by buffer id
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node& n = *graph.nodes[i];
+    if (auto it = root_index.find(&n); it != root_index.end()) it->second = static_cast<int>(i);
+    if (n.op != ir::Op::kBuffer) continue;
+    auto [it, inserted] =
+        param_of_buffer.emplace(n.storage->id(), static_cast<int>(built.params.size()));
+    if (inserted) built.params.push_back(n.storage);
+    graph.param_of[i] = it->second;
+  }
+  graph.num_params = static_cast<int>(built.params.size());
+  graph.scalar_of.assign(graph.nodes.size(), -1);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (graph.nodes[i]->op != ir::Op::kScalar) continue;
+    graph.scalar_of[i] = static_cast<int>(built.scalars.size());
+    built.scalars.push_back(graph.nodes[i]->value);
+  }
+  graph.num_scalars = static_cast<int>(built.scalars.size());
+  for (const Node* out : roots) graph.outputs.push_back(root_index.at(out));
+}
+
+// The structure of a graph as RunGraph is given it: GraphKey over its own nodes (each node's
+// hash, which covers its op, dtype, shape and arguments; its operands by position; which leaves
+// share a buffer; its outputs), and the matmul blocking's generation. Where two graphs' keys are
+// equal, BuildGraph builds one graph of both (Recipe).
 struct RawGraph {
+  BuiltGraph given;  // the graph as given, its leaves numbered (IndexLeaves)
   std::vector<uint64_t> key;
   uint64_t hash = 0;
-  std::vector<int> param_leaf;  // per buffer, in the order first read: its first leaf's position
-  absl::flat_hash_map<backend::BufferId, int> param_of_buffer;  // index into param_leaf
 };
 
 RawGraph RawGraphOf(const std::vector<const Node*>& order, const std::vector<const Node*>& roots) {
   RawGraph raw;
-  const ir::NodePositions index(order);
-  size_t size = roots.size() + 1;
-  for (const Node* n : order) size += 2 + n->operands.size();
-  raw.key.reserve(size);
-  for (size_t i = 0; i < order.size(); ++i) {
-    const Node& n = *order[i];
-    raw.key.push_back(n.hash);
-    for (const ir::NodePtr& o : n.operands)
-      raw.key.push_back(static_cast<uint64_t>(index.at(o.get())));
-    int param = -1;
-    if (n.op == ir::Op::kBuffer) {
-      auto [it, inserted] =
-          raw.param_of_buffer.emplace(n.storage->id(), static_cast<int>(raw.param_leaf.size()));
-      if (inserted) raw.param_leaf.push_back(static_cast<int>(i));
-      param = it->second;
-    }
-    raw.key.push_back(static_cast<uint64_t>(param + 1));
-  }
-  for (const Node* root : roots) raw.key.push_back(static_cast<uint64_t>(index.at(root)));
+  raw.given.graph.nodes = order;
+  IndexLeaves(roots, raw.given);
+  raw.key = GraphKey(raw.given.graph);
   raw.key.push_back(MatmulBlockingGeneration());
   raw.hash = absl::HashOf(raw.key);
   return raw;
 }
 
-// The recipe that binds `built`'s plan from the leaves of `raw`'s graph (`order`), or null where a
-// parameter or scalar of the built graph is no leaf of `order` nor made in place of one.
-std::shared_ptr<const Recipe> RecipeOf(RawGraph& raw, const std::vector<const Node*>& order,
-                                       const BuiltGraph& built,
+// The recipe that binds `built`'s plan from the leaves of `raw`'s graph, or null where a parameter
+// or scalar of the built graph is no leaf of the given graph nor made in place of one.
+std::shared_ptr<const Recipe> RecipeOf(RawGraph& raw, const BuiltGraph& built,
                                        const std::shared_ptr<CachedPlan>& plan) {
+  const kernels::Graph& given = raw.given.graph;
   auto recipe = std::make_shared<Recipe>();
-  for (const std::shared_ptr<ir::Storage>& storage : built.params) {
-    auto it = raw.param_of_buffer.find(storage->id());
-    if (it == raw.param_of_buffer.end()) return nullptr;
-    recipe->params.push_back(raw.param_leaf[static_cast<size_t>(it->second)]);
+  if (!built.params.empty()) {
+    absl::flat_hash_map<backend::BufferId, int> leaf_of_buffer;  // its first leaf's position
+    for (size_t i = 0; i < given.nodes.size(); ++i) {
+      if (given.param_of[i] >= 0)
+        leaf_of_buffer.emplace(given.nodes[i]->storage->id(), static_cast<int>(i));
+    }
+    for (const std::shared_ptr<ir::Storage>& storage : built.params) {
+      auto it = leaf_of_buffer.find(storage->id());
+      if (it == leaf_of_buffer.end()) return nullptr;
+      recipe->params.push_back(it->second);
+    }
   }
   if (built.graph.num_scalars > 0) {
     absl::flat_hash_map<const Node*, int> scalar_at;
-    for (size_t i = 0; i < order.size(); ++i) {
-      if (order[i]->op == ir::Op::kScalar) scalar_at.emplace(order[i], static_cast<int>(i));
+    for (size_t i = 0; i < given.nodes.size(); ++i) {
+      if (given.scalar_of[i] >= 0) scalar_at.emplace(given.nodes[i], static_cast<int>(i));
     }
-    for (const auto& [made, given] : built.scalars_made) {  // a half Scalar's f32 copy
-      auto it = scalar_at.find(given);
+    for (const auto& [made, given_leaf] : built.scalars_made) {  // a half Scalar's f32 copy
+      auto it = scalar_at.find(given_leaf);
       if (it == scalar_at.end()) continue;
       const int position = it->second;  // copied: the emplace below may move the map's slots
       scalar_at.emplace(made, position);
@@ -386,7 +409,6 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
       scalars.push_back(leaf.value);
     }
   } else {
-    const std::vector<const Node*> raw_order = memo ? order : std::vector<const Node*>{};
     built = BuildGraph(roots, /*bind_offsets=*/false, std::move(order));
     for (const Node* n : built.graph.nodes) {
       if (n->op != ir::Op::kBuffer) continue;
@@ -397,7 +419,7 @@ absl::StatusOr<std::vector<std::shared_ptr<ir::Storage>>> RunGraph(
     plan = *std::move(prepared);
     scalars = built.scalars;
     if (memo) {
-      if (std::shared_ptr<const Recipe> made = RecipeOf(raw, raw_order, built, plan)) {
+      if (std::shared_ptr<const Recipe> made = RecipeOf(raw, built, plan)) {
         std::lock_guard<std::mutex> lock(CacheMutex());
         GraphCaches()[device_index].InsertRecipe(raw.hash, std::move(made));
       }
@@ -552,31 +574,7 @@ BuiltGraph BuildGraph(const std::vector<const Node*>& outputs, bool bind_offsets
     }
     graph.nodes = TopologicalOrder(roots);
   }
-  // The outputs' positions: a map of the roots (a few), looked up once per node, where a map of
-  // every node's position was a tenth of the host's work per token in a sampling loop.
-  absl::flat_hash_map<const Node*, int> root_index;
-  for (const Node* out : roots) root_index.emplace(out, -1);
-  graph.param_of.assign(graph.nodes.size(), -1);
-  absl::flat_hash_map<backend::BufferId, int>
-      param_of_buffer;  // parameters de-duplicated by buffer id
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const Node& n = *graph.nodes[i];
-    if (auto it = root_index.find(&n); it != root_index.end()) it->second = static_cast<int>(i);
-    if (n.op != ir::Op::kBuffer) continue;
-    auto [it, inserted] =
-        param_of_buffer.emplace(n.storage->id(), static_cast<int>(built.params.size()));
-    if (inserted) built.params.push_back(n.storage);
-    graph.param_of[i] = it->second;
-  }
-  graph.num_params = static_cast<int>(built.params.size());
-  graph.scalar_of.assign(graph.nodes.size(), -1);
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    if (graph.nodes[i]->op != ir::Op::kScalar) continue;
-    graph.scalar_of[i] = static_cast<int>(built.scalars.size());
-    built.scalars.push_back(graph.nodes[i]->value);
-  }
-  graph.num_scalars = static_cast<int>(built.scalars.size());
-  for (const Node* out : roots) graph.outputs.push_back(root_index.at(out));
+  IndexLeaves(roots, built);
   return built;
 }
 
