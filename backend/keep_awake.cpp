@@ -1,5 +1,6 @@
 #include "backend/keep_awake.h"
 
+#include <algorithm>
 #include <chrono>
 #include <system_error>
 
@@ -47,10 +48,14 @@ KeepAwake::~KeepAwake() {
 
 int KeepAwake::Threads() const { return running_.load(); }
 
-void KeepAwake::Touch() {
+void KeepAwake::Touch() { SpinFor(linger_ns_); }
+
+void KeepAwake::Waiting() { SpinFor(std::min(kBriefNs, linger_ns_)); }
+
+void KeepAwake::SpinFor(int64_t ns) {
   if (threads_wanted_ <= 0 || linger_ns_ <= 0) return;
   std::call_once(started_, [this] { Start(); });
-  deadline_ns_.store(NowNs() + linger_ns_);
+  deadline_ns_.store(NowNs() + ns);
   // Paired with Run's increment of sleeping_ before it reads the deadline (both seq_cst): either
   // the sleeper sees the new deadline, or this sees the sleeper and wakes it under the lock it
   // waits with.

@@ -69,6 +69,10 @@ absl::StatusOr<Discovery> Discover() {
 // Member order is destruction order in reverse: kernels and buffers go before the queue and
 // context they were made from.
 struct Device::Impl {
+  // A CPU device's cores kept awake between its kernels (null elsewhere, or when turned off):
+  // touched by every launch and at the end of every wait (Finish, a read), brief in a wait.
+  // First, so that it outlives the OpenClMemory that holds it.
+  std::unique_ptr<KeepAwake> keep_awake;
   DeviceInfo info;
   cl::Context context;
   cl::CommandQueue queue;
@@ -94,10 +98,6 @@ struct Device::Impl {
   // A PoCL before 4.0, which keeps every kernel it loads mapped: first launches are held to the
   // process's MappingBudget.
   bool keeps_kernels = false;
-  // A CPU device's cores kept awake between its kernels (null elsewhere, or when turned off);
-  // touched by every launch and by Finish (a read waits right after its graph's launches, well
-  // within the linger).
-  std::unique_ptr<KeepAwake> keep_awake;
 };
 
 namespace {
@@ -246,8 +246,8 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
   }
   const bool host_pages = info.type == base::DeviceType::kCpu &&
                           impl->device.getInfo<CL_DEVICE_HOST_UNIFIED_MEMORY>() == CL_TRUE;
-  auto memory = std::make_unique<OpenClMemory>(impl->context, impl->queue, host_pages,
-                                               settings.host_spin_us * 1000);
+  auto memory = std::make_unique<OpenClMemory>(
+      impl->context, impl->queue, host_pages, settings.host_spin_us * 1000, impl->keep_awake.get());
   impl->memory = memory.get();
   impl->buffers = std::make_unique<BufferManager>(
       std::move(memory),
@@ -475,8 +475,9 @@ absl::StatusOr<std::unique_ptr<PinnedHostMemory>> Device::AllocatePinned(size_t 
 }
 
 absl::Status Device::Finish() {
-  if (impl_->keep_awake != nullptr) impl_->keep_awake->Touch();  // the host's wake-up, too
+  if (impl_->keep_awake != nullptr) impl_->keep_awake->Waiting();
   absl::Status status = ClStatus(impl_->queue.finish(), "clFinish");
+  if (impl_->keep_awake != nullptr) impl_->keep_awake->Touch();  // the host works on
   impl_->memory->ReapStaged();  // every staged upload has run: their copies go now
   std::lock_guard<std::mutex> lock(impl_->launch_mu);
   HarvestFirstRuns(impl_->first_runs, /*wait=*/status.ok());

@@ -63,11 +63,12 @@ MemoryHandle Retained(const cl::Buffer& buffer) {
 }  // namespace
 
 OpenClMemory::OpenClMemory(cl::Context context, cl::CommandQueue queue, bool host_pages,
-                           int64_t read_spin_ns)
+                           int64_t read_spin_ns, KeepAwake* keep_awake)
     : context_(std::move(context)),
       queue_(std::move(queue)),
       host_pages_(host_pages),
-      read_spin_ns_(read_spin_ns) {}
+      read_spin_ns_(read_spin_ns),
+      keep_awake_(keep_awake) {}
 
 absl::StatusOr<MemoryHandle> OpenClMemory::Allocate(size_t bytes) {
   cl_int err = CL_SUCCESS;
@@ -165,7 +166,9 @@ absl::StatusOr<int64_t> OpenClMemory::CopyOut(void* dst, MemoryHandle src, size_
   const cl::Event event(raw);  // takes over the reference
   // Not blocking: the host polls before it sleeps (backend/event_wait.h).
   const cl_int flushed = clFlush(queue_());
+  if (keep_awake_ != nullptr) keep_awake_->Waiting();
   const cl_int waited = WaitForEvent(raw, flushed == CL_SUCCESS ? read_spin_ns_ : 0);
+  if (keep_awake_ != nullptr) keep_awake_->Touch();  // the host works on
   if (flushed != CL_SUCCESS || waited != CL_SUCCESS) {
     clFinish(queue_());  // whatever failed, nothing writes into `dst` once this returns
     return flushed != CL_SUCCESS ? ClStatus(flushed, "clFlush")

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cl.h"
+#include "backend/keep_awake.h"
 #include "backend/memory.h"
 
 // The Memory of one OpenCL device (internal to backend/: it exposes OpenCL types).
@@ -30,8 +31,10 @@ class OpenClMemory final : public Memory {
   // with CL_MEM_USE_HOST_PTR: a fresh 64 MiB buffer then takes 32 page faults instead of 16384
   // (~45 ms of kernel time on the first launch that writes it).
   // `read_spin_ns`: how long a read's host thread polls for its end before it sleeps
-  // (backend/event_wait.h; LAZYCL_HOST_SPIN_US).
-  OpenClMemory(cl::Context context, cl::CommandQueue queue, bool host_pages, int64_t read_spin_ns);
+  // (backend/event_wait.h; LAZYCL_HOST_SPIN_US). `keep_awake` (may be null; outlives this): the
+  // device's spinners, told of each read's wait and its end.
+  OpenClMemory(cl::Context context, cl::CommandQueue queue, bool host_pages, int64_t read_spin_ns,
+               KeepAwake* keep_awake = nullptr);
 
   // OpenCL has no 0-byte buffers: 0 bytes is one shared 1-element buffer.
   absl::StatusOr<MemoryHandle> Allocate(size_t bytes) override;
@@ -64,6 +67,7 @@ class OpenClMemory final : public Memory {
   cl::CommandQueue queue_;
   bool host_pages_;
   int64_t read_spin_ns_;
+  KeepAwake* keep_awake_;
   cl::Buffer empty_;  // what 0-byte allocations share; created on first need
   std::mutex staged_mu_;
   std::vector<StagedWrite> staged_;  // under staged_mu_, in the order they were queued

@@ -68,6 +68,20 @@ TEST(KeepAwake, SpinsAtIdlePriorityUntilTheLingerEndsAndAgainAtTheNextTouch) {
   // The destructor ends the spin at once and joins (a 50 ms linger, not the test's timeout).
 }
 
+TEST(KeepAwake, AWaitCutsTheSpinToABriefOneAndItsEndSpinsForTheLingerAgain) {
+  // A linger longer than Eventually's 10 s: only Waiting can end this spin in time.
+  KeepAwake awake(2, /*linger_ns=*/120'000'000'000);
+  awake.Touch();
+  ASSERT_TRUE(Eventually([&] { return awake.Spinning() == 2; })) << awake.Spinning();
+  awake.Waiting();  // the host blocks: kBriefNs more, then sleep
+  EXPECT_TRUE(Eventually([&] { return awake.Spinning() == 0; })) << awake.Spinning();
+  // The wait has ended and the host works on: the full linger again.
+  awake.Touch();
+  ASSERT_TRUE(Eventually([&] { return awake.Spinning() == 2; })) << awake.Spinning();
+  std::this_thread::sleep_for(std::chrono::nanoseconds(3 * KeepAwake::kBriefNs));
+  EXPECT_EQ(awake.Spinning(), 2) << "a Touch after the wait spins past the brief spin";
+}
+
 TEST(KeepAwake, ZeroThreadsOrZeroLingerStartsNothing) {
   KeepAwake none(0, 1'000'000), still(2, 0);
   none.Touch();
