@@ -412,6 +412,31 @@ TEST(CacheTest, AGraphOfAnEarlierStructureBindsItsOwnLeaves) {
   check(slice(s2, 0, 0, 6), s2, b1, 2.5, 1.0, true);  // one buffer: the one before
 }
 
+// A graph of a structure run before, one of its leaves now a placeholder: the recipe path binds
+// leaves without BuildGraph's checks, so it must refuse the placeholder as BuildGraph does, and
+// the structure's next run with data is right.
+TEST(CacheTest, APlaceholderInAGraphOfAnEarlierStructureIsRefusedAndTheNextRunIsRight) {
+  const Device cl = Device::opencl(0);
+  auto step = [](const Tensor& x, const Tensor& w) { return relu(matmul(x, w) - 0.25); };
+  const Tensor x = Rand({8, 8}, 81), w = Rand({8, 8}, 82), x2 = Rand({8, 8}, 83);
+  sync({x, w, x2});
+  step(x, w).to_vector<float>();  // this structure run (and kept) once
+  const Tensor hole = placeholder({8, 8}, DType::f32, cl);
+  const int64_t before = metrics::counter("GraphBuildsReused");
+  try {
+    step(hole, w).to_vector<float>();
+    ADD_FAILURE() << "a placeholder's graph ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("placeholder"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(metrics::counter("GraphBuildsReused"), before + 1) << "the recipe's path refused it";
+  const int64_t reused = metrics::counter("GraphBuildsReused");
+  const std::vector<float> got = step(x2, w).to_vector<float>();
+  EXPECT_EQ(metrics::counter("GraphBuildsReused"), reused + 1);
+  const Device h = Device::host();
+  ExpectNear(got, step(x2.to(h), w.to(h)).to_vector<float>());
+}
+
 // Half precision rewrites a graph's Scalar leaves into f32 ones (ir/half_precision.h): the recipe
 // binds each by the position of the half leaf it was made from, with each step's two values.
 TEST(CacheTest, AHalfPrecisionGraphOfAnEarlierStructureTakesItsNewScalars) {
