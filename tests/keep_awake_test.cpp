@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "backend/device.h"
 #include "backend_test_util.h"
@@ -104,6 +105,24 @@ TEST(KeepAwake, ACpuDeviceKeepsItsCoresAwakeUnlessTurnedOff) {
   ASSERT_TRUE(off->Finish().ok());
   std::this_thread::sleep_for(10ms);
   EXPECT_EQ(off->KeepAwakeThreads(), 0);
+}
+
+TEST(KeepAwake, AReadsWaitTellsTheSpinnersToo) {
+  std::unique_ptr<Device> device = test::OpenDeviceWith({});
+  ASSERT_NE(device, nullptr);
+  if (device->info().type != base::DeviceType::kCpu) GTEST_SKIP() << "not a CPU device";
+  std::vector<float> data = {1, 2, 3, 4};
+  const BufferId id = device->buffers().Declare(sizeof(float) * data.size(), "read");
+  ASSERT_TRUE(device->buffers().Upload(id, data.data(), 0, sizeof(float) * data.size()).ok());
+  EXPECT_EQ(device->KeepAwakeThreads(), 0) << "a small upload is queued, not waited for";
+  std::vector<float> back(data.size());
+  ASSERT_TRUE(device->buffers().Download(id, back.data(), 0, sizeof(float) * back.size()).ok());
+  EXPECT_EQ(back, data);
+  EXPECT_TRUE(Eventually([&] {
+    return device->KeepAwakeThreads() == device->info().compute_units;
+  })) << device->KeepAwakeThreads()
+      << " of " << device->info().compute_units;
+  device->buffers().Release(id);
 }
 
 }  // namespace
