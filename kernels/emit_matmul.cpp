@@ -33,6 +33,9 @@ constexpr int64_t kMatmulItemsPerUnit = 4;
 // kMatmulPackBytes of local memory.
 constexpr int64_t kMatmulMaxPanelColumns = 256;
 constexpr int64_t kMatmulPackBytes = 256 * 1024;
+// A B^T takes all of M per work-item while a pass's rows of A fill at most 1/kMatmulWholeMShare
+// of the device's cache.
+constexpr int64_t kMatmulWholeMShare = 4;
 
 // matmul_cpu.cl's unrolling macros for `b` (the rest of its blocking comes as -D options):
 // LC_ROWS(X) = X(0) .. X(MR - 1), LC_VECS(X, i) = X(i, 0) .. X(i, NR / LC_VW - 1).
@@ -168,10 +171,20 @@ KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const 
     // a B panel, but keep enough work-items for every core.
     const int64_t mr = bl.mr, nr = bl.nr;
     // A B^T (B read in place, transposed): each work-item transposes its panels of B into
-    // local memory, so it takes all of M while that leaves enough work-items.
+    // local memory, so it takes all of M while that leaves enough work-items and a pass's rows
+    // of A fit a quarter of the device's cache (kMatmulWholeMShare), which then serves them to
+    // every panel. Past that, every panel streamed all of A from memory (2048^3 A B^T: 16 MiB
+    // of A a pass over a 16 MiB L3, 127-147 GFLOP/s), and the work-items take the tuned rows
+    // over several panels, as A B does: 140 -> 172 GFLOP/s (1.24x, 4 rounds alternating; AVX2
+    // code on a 2-core Zen 2 EPYC VM); at 1024^3 (4 MiB a pass) all of M stays (182 against
+    // 168).
     const bool b_transposed = b.col_stride != 1 && b.row_stride == 1;
     const int64_t all_rows = (m + mr - 1) / mr * mr;
-    int64_t rows = b_transposed ? all_rows : std::min<int64_t>(bl.rows, all_rows);
+    const bool whole_m =
+        b_transposed &&
+        (target.cache_bytes <= 0 ||
+         all_rows * std::min<int64_t>(k, bl.kb) * 4 * kMatmulWholeMShare <= target.cache_bytes);
+    int64_t rows = whole_m ? all_rows : std::min<int64_t>(bl.rows, all_rows);
     auto work_items = [&](int64_t r) { return (m + r - 1) / r * ((n + nr - 1) / nr) * batches; };
     const int64_t min_items =
         std::max<int64_t>(kMatmulMinWorkItems, kMatmulItemsPerUnit * target.compute_units);
@@ -184,8 +197,8 @@ KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const 
     int64_t np = std::min<int64_t>(panels, std::max<int64_t>(1, kMatmulMaxPanelColumns / nr));
     while (np > 1 && row_groups * ((panels + np - 1) / np) * batches < 2 * min_items) np /= 2;
     const bool a_transposed = a.row_stride == 1 && a.col_stride != 1 && k > 1;
-    const bool several =
-        share_panels && second == nullptr && np >= 2 && (b.col_stride == 1 || a_transposed);
+    const bool several = share_panels && second == nullptr && np >= 2 &&
+                         (b.col_stride == 1 || a_transposed || (b_transposed && !whole_m));
     // The pack (KB rows of A^T and the B panel) must fit kMatmulPackBytes and local memory: for
     // A^T the pass depth halves until it does, down to 64. A tuned deeper panel or more rows per
     // work-item (the tuner times A B only) would otherwise read A^T in place: 2048^3 A^T B at

@@ -43,8 +43,10 @@ struct Target {
   int64_t max_param_bytes = 1024;  // CL_DEVICE_MAX_PARAMETER_SIZE
   int compute_units = 0;           // CL_DEVICE_MAX_COMPUTE_UNITS (0: not known)
   int64_t local_mem_bytes = 0;     // CL_DEVICE_LOCAL_MEM_SIZE (0: not known)
-  bool fp64 = false;               // the device computes f64 (cl_khr_fp64)
-  bool bind_offsets = false;       // copied from Graph::bind_offsets by Lower
+  // CL_DEVICE_GLOBAL_MEM_CACHE_SIZE (0: not known); on PoCL the host's last-level cache.
+  int64_t cache_bytes = 0;
+  bool fp64 = false;          // the device computes f64 (cl_khr_fp64)
+  bool bind_offsets = false;  // copied from Graph::bind_offsets by Lower
   // The generic tier's target: one matmul.cl program serves every shape (no register blocking
   // chosen per shape, which would be another program to build).
   bool one_matmul_program = false;

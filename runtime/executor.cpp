@@ -196,6 +196,7 @@ absl::StatusOr<kernels::Target> TargetOf(backend::Device& device, const kernels:
   if (device.info().max_param_bytes > 0) target.max_param_bytes = device.info().max_param_bytes;
   target.compute_units = device.info().compute_units;
   target.local_mem_bytes = device.info().local_mem_bytes;
+  target.cache_bytes = device.info().global_mem_cache_bytes;
   target.fp64 = device.info().fp64;
   const bool f64 = std::any_of(graph.nodes.begin(), graph.nodes.end(),
                                [](const Node* n) { return n->dtype == DType::f64; });

@@ -220,7 +220,7 @@ TEST(MatmulTuneTest, EveryCandidateMatchesTheHost) {
     bool ta = false, tb = false;  // the operand is a transposed view of an uploaded tensor
     bool dual = false;            // also as a dual product (each one costs a program to build)
   };
-  const Case cases[] = {
+  std::vector<Case> cases = {
       {{1, 1}, {1, 1}},
       {{5, 1}, {1, 9}},                                  // K = 1
       {{1, 7}, {7, 1}},                                  // size-1 M and N
@@ -238,6 +238,12 @@ TEST(MatmulTuneTest, EveryCandidateMatchesTheHost) {
       {{300, 290}, {290, 1100}},
       {{2, 300, 290}, {2, 290, 1100}, true, false},
   };
+  // B^T whose pass of A's rows (K = 64 deep) fills more than a quarter of the device's cache:
+  // the tuned rows over several panels instead of all of M (emit_matmul.cpp's whole_m).
+  if (const int64_t cache = device.info().global_mem_cache_bytes; cache > 0) {
+    const int64_t m = std::min<int64_t>(cache, 64 << 20) / (4 * 4 * 64) + 7;
+    cases.push_back({{m, 64}, {64, 40}, false, true});
+  }
   const Device host = Device::host();
   for (const MatmulBlocking& b : AllCandidates()) {
     runtime::OverrideMatmulBlocking(device, b);

@@ -68,6 +68,18 @@ TEST(VectorCodegen, MatmulSharesRowsOfAOverSeveralPanels) {
   // 256 rows: 2 row groups, so 2 panels per work-item keep 32 work-items.
   EXPECT_EQ(emit(256, 1024, 1024, false).args.back().fields.back().value, 2);
   EXPECT_FALSE(Has(emit(2048, 2048, 2048, false, true).options, "LC_PANELS"));
+  // B^T takes all of M while a pass's rows of A (here 2048 x 256 floats, 2 MiB) fill at most a
+  // quarter of the device's cache; past that the tuned rows over several panels, as A B.
+  target.cache_bytes = 8 << 20;
+  const KernelSpec bt_whole = emit(2048, 2048, 2048, false, true);
+  EXPECT_FALSE(Has(bt_whole.options, "LC_PANELS")) << bt_whole.options;
+  EXPECT_EQ(bt_whole.launches[0].global[0], 1u);  // all 2048 rows in one work-item
+  target.cache_bytes = (8 << 20) - 1;
+  const KernelSpec bt_panels = emit(2048, 2048, 2048, false, true);
+  EXPECT_TRUE(Has(bt_panels.options, "-DLC_PANELS")) << bt_panels.options;
+  EXPECT_FALSE(Has(bt_panels.options, "LC_APACK")) << bt_panels.options;
+  EXPECT_EQ(bt_panels.launches[0].global[0], 16u);  // 128 rows per work-item
+  target.cache_bytes = 0;
   EXPECT_FALSE(Has(emit(33, 65, 40, true).options, "LC_PANELS"));
   EXPECT_TRUE(Has(packed.options, "-DKB=256")) << packed.options;
   // No more local memory than the device has: the pass depth of A^T halves until the pack fits
