@@ -31,6 +31,7 @@ constexpr int64_t kPendingSaturation = int64_t{1} << 40;
 // Nodes alive that hold a computed value: ReadComputed walks no graph while there are none.
 std::atomic<int64_t> live_computed{0};
 std::atomic<uint64_t> computed_epoch{0};  // ComputedEpoch()
+std::atomic<int64_t> live_pending{0};     // LivePendingNodes()
 
 const char* const kOpNames[] = {
 #define LAZYCL_OP_NAME(name, arity, category) #name,
@@ -187,7 +188,9 @@ NodePtr Finish(Node&& node) {
   node.pending = pending;
   node.reads_no_data = no_data;
   node.holds_transcendental = no_data && transcendental;
-  return std::allocate_shared<const Node>(base::PoolAllocator<Node>(), std::move(node));
+  NodePtr made = std::allocate_shared<const Node>(base::PoolAllocator<Node>(), std::move(node));
+  if (made->pending > 0) made->memo.CountLivePending();
+  return made;
 }
 
 // A Constant or Scalar leaf. The value is stored as the dtype will hold it: integers truncate
@@ -223,7 +226,16 @@ uint64_t ComputedEpoch() { return computed_epoch.load(std::memory_order_acquire)
 
 NodeMemo::~NodeMemo() {
   if (computed()) live_computed.fetch_sub(1, std::memory_order_relaxed);
+  if (counted_live_pending_) live_pending.fetch_sub(1, std::memory_order_relaxed);
 }
+
+void NodeMemo::CountLivePending() const {
+  if (counted_live_pending_) return;
+  counted_live_pending_ = true;
+  live_pending.fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t LivePendingNodes() { return live_pending.load(std::memory_order_relaxed); }
 
 void NodeMemo::set_value(std::shared_ptr<Storage> value) const {
   std::shared_ptr<Storage> none;
@@ -287,6 +299,11 @@ bool CountPending(const Node& node, int depth) {
     bound = std::min(bound, joined);
     node.memo.set_walk(counted, total, largest->memo.walk_epoch());
   }
+  // Every node of the graph is alive and was counted when made (LivePendingNodes): while the
+  // live ones are few enough, that bound decides without a walk. A 4-layer char-LM sampling
+  // forward built op by op (~600 nodes a token) walked its graph at joins of two branches
+  // whose counts did not start from one walk: 12% of the host's instructions a token.
+  bound = std::min(bound, LivePendingNodes());
   if (bound > limit) {
     // Count them, each once; an operand known to be past the limit (by its memo: its own
     // pending may count shared nodes many times) is past it either way.

@@ -48,6 +48,10 @@ class NodeMemo {
   int64_t distinct() const { return distinct_.load(std::memory_order_relaxed); }
   void set_distinct(int64_t n) const { distinct_.store(n, std::memory_order_relaxed); }
 
+  // Counts the node among the live pending nodes (LivePendingNodes) until it is destroyed: set
+  // once, by the builder that made it, before the node is shared.
+  void CountLivePending() const;
+
   // Marks the node seen by counting walk `walk` (a number no other walk uses); false where that
   // walk had seen it already. Walks of other threads may overwrite the mark, which only makes a
   // walk count a node twice: a count that errs high, never low.
@@ -90,6 +94,7 @@ class NodeMemo {
   }
 
  private:
+  mutable bool counted_live_pending_ = false;
   mutable std::atomic<std::shared_ptr<Storage>> value_;
   mutable std::atomic<bool> has_value_{false};
   mutable std::atomic<int64_t> distinct_{-1};
@@ -103,6 +108,11 @@ class NodeMemo {
 
 // How many nodes have been given a value (NodeMemo::set_value) so far, in every thread.
 uint64_t ComputedEpoch();
+
+// Non-leaf nodes alive now, in every thread (computed ones included): no graph holds more
+// distinct pending nodes than this, so while it is at most MaxPendingNodes() no graph is past
+// the limit and PastPendingLimit answers without counting.
+int64_t LivePendingNodes();
 
 // CopyOfFields (ir.cpp) copies a node field by field: a field added here is copied there too.
 struct Node {

@@ -283,8 +283,9 @@ absl::StatusOr<Folded> FoldConstants(int device, const std::vector<const Node*>&
       folded.ready[k] = it->second;
       continue;
     }
-    // A copy of the output node shares its operands, which Substitute rebuilds.
-    copies.push_back(std::make_shared<Node>(*outputs[k]));
+    // A copy of the output node shares its operands, which Substitute rebuilds (made as every
+    // node is, so that it counts among the live pending nodes: ir::LivePendingNodes).
+    copies.push_back(ir::FinishNode(*outputs[k]));
     copied.push_back(k);
   }
   std::vector<ir::NodePtr> rebuilt = ir::Substitute(copies, replace);
