@@ -14,6 +14,7 @@
 #include "backend/host_memory.h"
 #include "base/dtype_table.h"
 #include "base/half.h"
+#include "base/pool_allocator.h"
 #include "base/settings.h"
 #include "base/status.h"
 #include "frontend/dispatch.h"
@@ -29,7 +30,9 @@ std::shared_ptr<TensorImpl> NewImpl(ir::NodePtr node, Device device, bool requir
   // Throws (and is tried again on the next call) while a variable is malformed.
   static const bool settings_checked = (base::CurrentSettings(), true);
   (void)settings_checked;
-  auto impl = std::make_shared<TensorImpl>();
+  // From the thread's pool of blocks, as IR nodes are (base/pool_allocator.h): every op makes
+  // one, ~420 a char-LM sampling token built op by op, each a malloc and free otherwise.
+  auto impl = std::allocate_shared<TensorImpl>(base::PoolAllocator<TensorImpl>());
   impl->node = std::move(node);
   impl->device = device;
   impl->requires_grad = requires_grad;
