@@ -51,7 +51,8 @@ absl::StatusOr<NodePtr> MakeGather(NodePtr x, int64_t dim, NodePtr index) {
   n.dtype = x->dtype;
   n.shape = index->shape;
   n.args = {dim};
-  n.operands = {std::move(x), std::move(index)};
+  n.operands.push_back(std::move(x));
+  n.operands.push_back(std::move(index));
   return FinishNode(std::move(n));
 }
 
@@ -80,7 +81,9 @@ absl::StatusOr<NodePtr> MakeScatterAdd(NodePtr x, int64_t dim, NodePtr index, No
   n.dtype = x->dtype;
   n.shape = x->shape;
   n.args = {dim};
-  n.operands = {std::move(x), std::move(index), std::move(src)};
+  n.operands.push_back(std::move(x));
+  n.operands.push_back(std::move(index));
+  n.operands.push_back(std::move(src));
   return FinishNode(std::move(n));
 }
 

@@ -423,7 +423,7 @@ absl::StatusOr<NodePtr> MakeUnary(Op op, NodePtr x) {
   n.op = op;
   n.dtype = Result(op, x->dtype);
   n.shape = x->shape;
-  n.operands = {std::move(x)};
+  n.operands.push_back(std::move(x));
   return Finish(std::move(n));
 }
 
@@ -432,7 +432,7 @@ absl::StatusOr<NodePtr> MakeCast(NodePtr x, DType dtype) {
   n.op = Op::kCast;
   n.dtype = dtype;
   n.shape = x->shape;
-  n.operands = {std::move(x)};
+  n.operands.push_back(std::move(x));
   return Finish(std::move(n));
 }
 
@@ -456,7 +456,8 @@ absl::StatusOr<NodePtr> MakeBinary(Op op, NodePtr a, NodePtr b) {
   n.op = op;
   n.dtype = Result(op, a->dtype);
   n.shape = a->shape;
-  n.operands = {std::move(a), std::move(b)};
+  n.operands.push_back(std::move(a));
+  n.operands.push_back(std::move(b));
   return Finish(std::move(n));
 }
 
@@ -479,7 +480,9 @@ absl::StatusOr<NodePtr> MakeWhere(NodePtr cond, NodePtr a, NodePtr b) {
   n.op = Op::kWhere;
   n.dtype = a->dtype;
   n.shape = a->shape;
-  n.operands = {std::move(cond), std::move(a), std::move(b)};
+  n.operands.push_back(std::move(cond));
+  n.operands.push_back(std::move(a));
+  n.operands.push_back(std::move(b));
   return Finish(std::move(n));
 }
 
@@ -495,7 +498,7 @@ absl::StatusOr<NodePtr> MakeReshape(NodePtr x, Shape shape) {
   n.op = Op::kReshape;
   n.dtype = x->dtype;
   n.shape = std::move(shape);
-  n.operands = {std::move(x)};
+  n.operands.push_back(std::move(x));
   return Finish(std::move(n));
 }
 
@@ -509,7 +512,7 @@ NodePtr MakeStopGradient(NodePtr x) {
   n.dtype = x->dtype;
   n.shape = x->shape;
   n.args = {kStopGradientTag};
-  n.operands = {std::move(x)};
+  n.operands.push_back(std::move(x));
   return Finish(std::move(n));
 }
 
@@ -536,7 +539,7 @@ absl::StatusOr<NodePtr> MakePermute(NodePtr x, std::vector<int64_t> perm) {
   n.dtype = x->dtype;
   for (int64_t p : perm) n.shape.push_back(x->shape[p]);
   n.args = std::move(perm);
-  n.operands = {std::move(x)};
+  n.operands.push_back(std::move(x));
   return Finish(std::move(n));
 }
 
@@ -555,7 +558,7 @@ absl::StatusOr<NodePtr> MakeExpand(NodePtr x, Shape shape) {
   n.op = Op::kExpand;
   n.dtype = x->dtype;
   n.shape = std::move(shape);
-  n.operands = {std::move(x)};
+  n.operands.push_back(std::move(x));
   return Finish(std::move(n));
 }
 
@@ -574,7 +577,7 @@ absl::StatusOr<NodePtr> MakeSlice(NodePtr x, std::vector<int64_t> starts, Shape 
   n.dtype = x->dtype;
   n.shape = std::move(shape);
   n.args = std::move(starts);
-  n.operands = {std::move(x)};
+  n.operands.push_back(std::move(x));
   return Finish(std::move(n));
 }
 
@@ -595,7 +598,7 @@ absl::StatusOr<NodePtr> MakePad(NodePtr x, std::vector<int64_t> before, Shape sh
   n.value = is_floating(x->dtype) ? fill : 0;
   n.shape = std::move(shape);
   n.args = std::move(before);
-  n.operands = {std::move(x)};
+  n.operands.push_back(std::move(x));
   return Finish(std::move(n));
 }
 
@@ -626,7 +629,7 @@ absl::StatusOr<NodePtr> MakeReduce(Op op, NodePtr x, std::vector<int64_t> axes) 
   n.shape = x->shape;
   for (int64_t a : axes) n.shape[a] = 1;
   n.args = std::move(axes);
-  n.operands = {std::move(x)};
+  n.operands.push_back(std::move(x));
   return Finish(std::move(n));
 }
 
@@ -642,7 +645,7 @@ absl::StatusOr<NodePtr> MakeScan(Op op, NodePtr x, int64_t axis, bool reverse) {
   n.dtype = x->dtype;
   n.shape = x->shape;
   n.args = {axis, reverse ? 1 : 0};
-  n.operands = {std::move(x)};
+  n.operands.push_back(std::move(x));
   return Finish(std::move(n));
 }
 
@@ -676,7 +679,8 @@ absl::StatusOr<NodePtr> MakeMatmul(NodePtr a, NodePtr b) {
   n.shape = sa;
   n.shape[r - 1] = sb[r - 1];
   if (absl::Status s = ValidateShape(n.shape, "matmul"); !s.ok()) return s;
-  n.operands = {std::move(a), std::move(b)};
+  n.operands.push_back(std::move(a));
+  n.operands.push_back(std::move(b));
   return Finish(std::move(n));
 }
 
@@ -689,7 +693,7 @@ NodePtr WithOperands(const Node& n, absl::FunctionRef<NodePtr(const NodePtr&)> n
     if (first_new != n.operands[first]) break;
   }
   if (first == n.operands.size()) return nullptr;
-  std::vector<NodePtr> operands;
+  Operands operands;
   operands.reserve(n.operands.size());
   operands.insert(operands.end(), n.operands.begin(),
                   n.operands.begin() + static_cast<std::ptrdiff_t>(first));

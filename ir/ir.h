@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "ir/op_table.h"
@@ -25,6 +26,10 @@ class Storage;  // frontend/storage.h: data of a Buffer leaf
 
 struct Node;
 using NodePtr = std::shared_ptr<const Node>;
+// A node's operands, held in place up to three (every op but a few takes at most three): a node
+// is made and dropped by the hundred per step of a loop built op by op, and a std::vector cost a
+// malloc and a free each (443 a char-LM sampling token).
+using Operands = absl::InlinedVector<NodePtr, 3>;
 
 // What is learned about a pending node after it is made, for the frontend's automatic cut
 // (PastPendingLimit, frontend/materialize.h MaterializeCut). Read and set from any thread; a
@@ -128,7 +133,7 @@ struct Node {
   Op op = Op::kConstant;
   DType dtype = DType::f32;
   Shape shape;
-  std::vector<NodePtr> operands;
+  Operands operands;
   // The small argument, by op: Permute: the permutation; Slice: start per dim; Pad: padding
   // before each dim (after is implied by the shape); Sum/Max: the reduced axes, sorted (the
   // output keeps them with size 1). Gather, ScatterAdd: {dim}.
