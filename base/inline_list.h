@@ -11,9 +11,9 @@
 
 // A list that holds up to N elements in place (absl::InlinedVector) and converts to and from
 // std::vector<T> implicitly, so that it can stand where a std::vector stood: the fields of IR
-// nodes (the shape and the small argument; the operands stay a std::vector, whose moves are
-// cheaper), which are made and dropped by the hundred per step of a loop. Each conversion
-// copies; the lists themselves allocate only past N.
+// nodes (the shape and the small argument; the operands are an absl::InlinedVector with no
+// conversions, ir::Operands), which are made and dropped by the hundred per step of a loop. Each
+// conversion copies; the lists themselves allocate only past N.
 namespace lazycl::base {
 
 template <typename T, size_t N>
