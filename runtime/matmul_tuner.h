@@ -62,15 +62,20 @@ struct CandidateResult {
 struct TuneResult {
   kernels::MatmulBlocking best;
   std::vector<CandidateResult> candidates;  // empty when `best` came from the cache file
-  std::string cache_path;                   // "" without a cache directory
+  // Without a list of candidates: each width's default as the probe rounds scored it, the
+  // figures the width was chosen by (the chosen width's default is timed again with the rest of
+  // its width, and `candidates` holds that later score).
+  std::vector<CandidateResult> probe;
+  std::string cache_path;  // "" without a cache directory
   bool from_cache = false;
 };
 
 // The winner among `results`: `incumbent`'s result unless another ran 5% faster (timings on a
 // shared machine vary by more than the smaller differences), else the fastest; nullptr when
-// none ran. The incumbent is a default blocking, derived from what the device reports.
+// none ran. The incumbent is a default blocking, derived from what the device reports. With
+// `width` other than 0, only the results of that many floats per vector compete.
 const CandidateResult* PickBlocking(const std::vector<CandidateResult>& results,
-                                    const kernels::MatmulBlocking& incumbent);
+                                    const kernels::MatmulBlocking& incumbent, int width = 0);
 
 // Candidates' scores from rounds of timings taken side by side: scores[r][c] is candidate c's
 // GFLOP/s in round r, 0 where it failed. Each candidate's result is the median of `reference`'s
