@@ -50,6 +50,10 @@ int Tune(const std::vector<std::string>& argv) {
         device, dir, /*force=*/!args.flag("cached"),
         width > 0 ? runtime::MatmulCandidates(simd) : std::vector<kernels::MatmulBlocking>{});
     if (!result.ok()) throw Error(std::string(result.status().message()));
+    for (const runtime::CandidateResult& c : result->probe) {
+      std::printf("  probe: %-33s %8.1f GFLOP/s %s\n", runtime::BlockingString(c.blocking).c_str(),
+                  c.gflops, c.error.c_str());
+    }
     for (const runtime::CandidateResult& c : result->candidates) {
       std::printf("  %-40s %8.1f GFLOP/s %s\n", runtime::BlockingString(c.blocking).c_str(),
                   c.gflops, c.error.c_str());
