@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "kernels/cl_text.h"
 #include "kernels/op_expr.h"
+#include "kernels/packed_params.h"
 
 namespace lazycl::kernels {
 
@@ -340,12 +341,13 @@ KernelSpec Emitter::FinishIndexed(absl::string_view prefix, int64_t count) {
       absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
   absl::StrAppend(&text, "static inline void ", name, "_at(", params, ",\n    const idx_t gid) {\n",
                   body_, "}\n");
-  absl::StrAppend(&text, "__kernel void ", name, "(", params, ") {\n  ", name, "_at(", names,
-                  ", (idx_t)get_global_id(0));\n}\n");
-  absl::StrAppend(
-      &text, "__kernel void ", name, "_tail(", params,
-      ",\n    const idx_t base) {\n  const idx_t gid = base + (idx_t)get_global_id(0);\n",
-      "  if (gid < ", limit, ") ", name, "_at(", names, ", gid);\n}\n");
+  const PackedParams entry = PackIntegerParams(params_, args_);
+  absl::StrAppend(&text, "__kernel void ", name, "(", entry.params, ") {\n", entry.unpack, "  ",
+                  name, "_at(", names, ", (idx_t)get_global_id(0));\n}\n");
+  absl::StrAppend(&text, "__kernel void ", name, "_tail(", entry.params,
+                  ",\n    const idx_t base) {\n", entry.unpack,
+                  "  const idx_t gid = base + (idx_t)get_global_id(0);\n", "  if (gid < ", limit,
+                  ") ", name, "_at(", names, ", gid);\n}\n");
   // The unchecked launch covers the whole work-groups, unless the kernel is small; the tail
   // launch the rest (its index starts at `base`, the last argument of `<name>_tail`).
   const size_t n = static_cast<size_t>(count);
@@ -356,7 +358,7 @@ KernelSpec Emitter::FinishIndexed(absl::string_view prefix, int64_t count) {
   base.value = static_cast<int64_t>(main);
   KernelSpec spec;
   spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
-  spec.args = args_;
+  spec.args = entry.args;
   spec.launches.push_back(Launch{name, {main}, {kLocalSize}, {}});
   spec.launches.push_back(
       Launch{absl::StrCat(name, "_tail"), {RoundUp(n - main, kLocalSize)}, {kLocalSize}, {base}});
@@ -372,12 +374,13 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
   bool joined = pieces.size() > 1;
   for (const RowPiece& p : pieces) joined = joined && p.hi - p.lo == pieces[0].hi - pieces[0].lo;
   std::string text = Helpers();
+  const PackedParams packed = PackIntegerParams(params_, args_);
   std::string hash_input = absl::StrCat(idx_, text, params, joined ? "|joined rows" : "|rows");
   for (const RowPiece& p : pieces) absl::StrAppend(&hash_input, "|", p.body);
   const std::string name =
       absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
   KernelSpec spec;
-  spec.args = args_;
+  spec.args = packed.args;
   const KernelArgSpec::Kind col_kind =
       idx_ == "int" ? KernelArgSpec::Kind::kInt32 : KernelArgSpec::Kind::kInt64;
   std::string joined_params, joined_names, joined_calls;
@@ -404,8 +407,8 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
     absl::StrAppend(&text, "static inline void ", entry, "_rows(", params,
                     ",\n    const idx_t col0, const idx_t row, const idx_t c) {\n  ", entry, "_at(",
                     names, ", row, col0 + c);\n}\n");
-    absl::StrAppend(&text, "__kernel void ", entry, "(", params, ",\n    const idx_t col0) {\n  ",
-                    entry, "_rows(", names,
+    absl::StrAppend(&text, "__kernel void ", entry, "(", packed.params,
+                    ",\n    const idx_t col0) {\n", packed.unpack, "  ", entry, "_rows(", names,
                     ", col0, (idx_t)get_global_id(1), (idx_t)get_global_id(0));\n}\n");
     spec.launches.push_back(Launch{entry,
                                    {static_cast<size_t>(width), static_cast<size_t>(rows)},
@@ -416,8 +419,8 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
     const int64_t width = pieces[0].hi - pieces[0].lo;
     absl::StrAppend(&text, "static inline void ", name, "_rows(", params, joined_params,
                     ",\n    const idx_t row, const idx_t c) {\n", joined_calls, "}\n");
-    absl::StrAppend(&text, "__kernel void ", name, "(", params, joined_params, ") {\n  ", name,
-                    "_rows(", names, joined_names,
+    absl::StrAppend(&text, "__kernel void ", name, "(", packed.params, joined_params, ") {\n",
+                    packed.unpack, "  ", name, "_rows(", names, joined_names,
                     ", (idx_t)get_global_id(1), (idx_t)get_global_id(0));\n}\n");
     spec.launches.push_back(Launch{name,
                                    {static_cast<size_t>(width), static_cast<size_t>(rows)},
@@ -429,6 +432,7 @@ KernelSpec Emitter::FinishRows(absl::string_view prefix, int64_t rows,
     spec.rows_fn = absl::StrCat(name, "_rows");
     spec.rows_decls = params_;
     spec.rows_names = names_;
+    spec.rows_args = args_;
     // Its launch's extra arguments are the column starts col0, col1, ... of its pieces.
     for (size_t i = 0; i < spec.launches[0].extra_args.size(); ++i) {
       spec.rows_decls.push_back(absl::StrCat("const idx_t col", i));
@@ -445,14 +449,15 @@ KernelSpec Emitter::FinishGroups(absl::string_view prefix, int64_t groups, size_
   const std::string hash_input = absl::StrCat(idx_, text, params, "|groups ", local, "|", body_);
   const std::string name =
       absl::StrCat(prefix, "_", absl::Hex(StableHash(hash_input) & 0xffffffffu));
+  const PackedParams packed = PackIntegerParams(params_, args_);
   absl::StrAppend(&text, "__kernel __attribute__((reqd_work_group_size(", local, ", 1, 1))) void ",
-                  name, "(", params,
-                  ") {\n  const idx_t gid = get_group_id(0);\n"
+                  name, "(", packed.params, ") {\n", packed.unpack,
+                  "  const idx_t gid = get_group_id(0);\n"
                   "  const int lane = (int)get_local_id(0);\n",
                   body_, "}\n");
   KernelSpec spec;
   spec.source = absl::StrCat("typedef ", idx_, " idx_t;\n", text);
-  spec.args = args_;
+  spec.args = packed.args;
   spec.launches.push_back(Launch{name, {static_cast<size_t>(groups) * local}, {local}, {}});
   return spec;
 }

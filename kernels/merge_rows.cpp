@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "kernels/emitter.h"
 #include "kernels/memory.h"
+#include "kernels/packed_params.h"
 
 namespace lazycl::kernels {
 namespace {
@@ -55,24 +56,28 @@ KernelSpec Merge(const KernelSpec& a, const KernelSpec& b) {
       names[k].push_back(parts[k]->rows_names[i] + suffix);
     }
   }
-  decls.push_back("const idx_t rows0");
-  KernelSpec m;
-  m.source =
-      absl::StrCat(a.text(), "__kernel void ", entry, "(", absl::StrJoin(decls, ",\n    "),
-                   ") {\n  const idx_t row = (idx_t)get_global_id(1);\n"
-                   "  const idx_t c = (idx_t)get_global_id(0);\n  if (row < rows0) {\n    ",
-                   a.rows_fn, "(", absl::StrJoin(names[0], ", "), ", row, c);\n  } else {\n    ",
-                   a.rows_fn, "(", absl::StrJoin(names[1], ", "), ", row - rows0, c);\n  }\n}\n");
-  m.options = a.options;
+  decls.emplace_back(absl::StrCat("const idx_t ", "rows0"));
+  std::vector<KernelArgSpec> args;
   for (const KernelSpec* part : parts) {
-    m.args.insert(m.args.end(), part->args.begin(), part->args.end());
-    m.args.insert(m.args.end(), part->launches[0].extra_args.begin(),
-                  part->launches[0].extra_args.end());
+    args.insert(args.end(), part->rows_args.begin(), part->rows_args.end());
+    args.insert(args.end(), part->launches[0].extra_args.begin(),
+                part->launches[0].extra_args.end());
   }
   KernelArgSpec rows0;
   rows0.kind = a.rows_wide ? KernelArgSpec::Kind::kInt64 : KernelArgSpec::Kind::kInt32;
   rows0.value = static_cast<int64_t>(a.launches[0].global[1]);
-  m.args.push_back(rows0);
+  args.push_back(rows0);
+  // Both parts' integers (and rows0) packed as one kernel's are (kernels/packed_params.h).
+  const PackedParams packed = PackIntegerParams(decls, args);
+  KernelSpec m;
+  m.source =
+      absl::StrCat(a.text(), "__kernel void ", entry, "(", packed.params, ") {\n", packed.unpack,
+                   "  const idx_t row = (idx_t)get_global_id(1);\n"
+                   "  const idx_t c = (idx_t)get_global_id(0);\n  if (row < rows0) {\n    ",
+                   a.rows_fn, "(", absl::StrJoin(names[0], ", "), ", row, c);\n  } else {\n    ",
+                   a.rows_fn, "(", absl::StrJoin(names[1], ", "), ", row - rows0, c);\n  }\n}\n");
+  m.options = a.options;
+  m.args = packed.args;
   const size_t width = a.launches[0].global[0], local = a.launches[0].local[0];
   const size_t rows = a.launches[0].global[1] + b.launches[0].global[1];
   m.launches.push_back(

@@ -75,6 +75,9 @@ struct KernelSpec {
   // one launch.
   std::string rows_fn;
   std::vector<std::string> rows_decls, rows_names;
+  // The arguments of rows_decls before their launch's extra ones, as Emitter collected them (in
+  // `args` its integers are packed: kernels/packed_params.h).
+  std::vector<KernelArgSpec> rows_args;
   bool rows_wide = false;
 };
 

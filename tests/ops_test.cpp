@@ -1044,6 +1044,24 @@ TEST_F(OpsTest, RowKernelsMatchHost) {
   }
 }
 
+// Kernels over permuted views of many dims take more integers (sizes, divisors' magic numbers)
+// than one vector argument holds (kernels/packed_params.h: 16 to a vector): every one of them,
+// in either vector, must reach its use. Elementwise and row kernels, views of every layout.
+TEST_F(OpsTest, KernelsWithMoreThanSixteenIntegersMatchHost) {
+  uint64_t seed = 31000;
+  const Shape shape = {2, 3, 4, 2, 3, 2, 5};
+  const Fn fn = [](const std::vector<Tensor>& x) {
+    return x[0] * 2.0 + permute(x[1], {6, 5, 4, 3, 2, 1, 0}) -
+           permute(x[2], {1, 0, 3, 2, 5, 4, 6}) * x[0];
+  };
+  const Fn rows = [&fn](const std::vector<Tensor>& x) { return softmax(fn(x), -1); };
+  for (Layout l : {Layout::kContiguous, Layout::kTransposed, Layout::kSliced}) {
+    const std::vector<Arg> args = {F(shape, l), F({5, 2, 3, 2, 4, 3, 2}), F({3, 2, 2, 4, 2, 3, 5})};
+    Check("many dims", fn, args, ++seed, kArith);
+    Check("many dims, rows", rows, args, ++seed, kTranscendental);
+  }
+}
+
 // Constants out of an integer dtype's range saturate like a cast from double (host_eval.h).
 // full() saturates a value its integer dtype cannot hold (as a cast does).
 TEST_F(OpsTest, OutOfRangeIntegerConstantsSaturate) {

@@ -4,13 +4,16 @@
 // of both are checked against the host in ops_more_test (MatmulEpiloguesMatchHost,
 // ReductionsThatKeepTheLastDimMatchHost), under both codegen strategies.
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ir/ir.h"
 #include "ir_test_util.h"
 #include "kernels/codegen.h"
 #include "kernels/emitter.h"
 #include "kernels/lower.h"
+#include "kernels/packed_params.h"
 
 namespace lazycl::kernels {
 namespace {
@@ -369,6 +372,86 @@ TEST(VectorCodegen, CatOfSlicesRunsAPieceAtATimeWithoutClamps) {
   gpu.cpu = false;
   spec = EmitElementwise(*swapped, BufferRef{BufferRef::Kind::kOutput, 0}, inputs, gpu);
   EXPECT_FALSE(Has(spec.summary, "a row per work-group")) << spec.summary;
+}
+
+// An entry point's integers (sizes, divisors, offsets) reach the kernel as vectors of longs, one
+// argument each (PoCL copies every argument of a launch apart); the entry declares them again
+// under their names and types. Buffers and scalars stay arguments of their own, in order.
+TEST(VectorCodegen, IntegerArgumentsArePackedIntoVectorsOfLongs) {
+  auto integer = [](KernelArgSpec::Kind kind, int64_t value) {
+    KernelArgSpec a;
+    a.kind = kind;
+    a.value = value;
+    return a;
+  };
+  KernelArgSpec buffer;
+  buffer.kind = KernelArgSpec::Kind::kBuffer;
+  KernelArgSpec scalar;
+  scalar.kind = KernelArgSpec::Kind::kScalar;
+  scalar.scalar = 0;
+  // One integer stays as it is.
+  PackedParams one = PackIntegerParams({"__global float* restrict out0", "const int s0"},
+                                       {buffer, integer(KernelArgSpec::Kind::kInt32, 7)});
+  EXPECT_EQ(one.params, "__global float* restrict out0,\n    const int s0");
+  EXPECT_EQ(one.unpack, "");
+  ASSERT_EQ(one.args.size(), 2u);
+  EXPECT_EQ(one.args[1].kind, KernelArgSpec::Kind::kInt32);
+  // Three integers around a scalar: one long4, its last lane 0; narrow kinds become 64-bit.
+  KernelArgSpec offset = integer(KernelArgSpec::Kind::kOffset, 5);
+  PackedParams three =
+      PackIntegerParams({"__global float* restrict out0", "const int s0", "const float sc0",
+                         "const uint d1m", "const long out0_off"},
+                        {buffer, integer(KernelArgSpec::Kind::kInt32, 7), scalar,
+                         integer(KernelArgSpec::Kind::kInt32, -5), offset});
+  EXPECT_EQ(three.params,
+            "__global float* restrict out0,\n    const float sc0,\n    const long4 lc_i0");
+  EXPECT_EQ(three.unpack,
+            "  const int s0 = lc_i0.s0;\n  const uint d1m = lc_i0.s1;\n"
+            "  const long out0_off = lc_i0.s2;\n");
+  ASSERT_EQ(three.args.size(), 3u);
+  EXPECT_EQ(three.args[1].kind, KernelArgSpec::Kind::kScalar);
+  const KernelArgSpec& pack = three.args[2];
+  ASSERT_EQ(pack.kind, KernelArgSpec::Kind::kPack);
+  ASSERT_EQ(pack.fields.size(), 4u);
+  EXPECT_EQ(pack.fields[0].kind, KernelArgSpec::Kind::kInt64);
+  EXPECT_EQ(pack.fields[0].value, 7);
+  EXPECT_EQ(pack.fields[1].kind, KernelArgSpec::Kind::kInt64);
+  EXPECT_EQ(pack.fields[1].value, -5);
+  EXPECT_EQ(pack.fields[2].kind, KernelArgSpec::Kind::kOffset);
+  EXPECT_TRUE(pack.fields[2].wide);
+  EXPECT_EQ(pack.fields[3].value, 0);
+  // Seventeen: a long16 and a long2 (lanes .s0 to .sf, then the next vector).
+  std::vector<std::string> decls;
+  std::vector<KernelArgSpec> args;
+  for (int i = 0; i < 17; ++i) {
+    decls.push_back(absl::StrCat("const long s", i));
+    args.push_back(integer(KernelArgSpec::Kind::kInt64, 100 + i));
+  }
+  PackedParams many = PackIntegerParams(decls, args);
+  EXPECT_EQ(many.params, "const long16 lc_i0,\n    const long2 lc_i1");
+  EXPECT_TRUE(Has(many.unpack, "const long s15 = lc_i0.sf;\n  const long s16 = lc_i1.s0;\n"))
+      << many.unpack;
+  ASSERT_EQ(many.args.size(), 2u);
+  EXPECT_EQ(many.args[0].fields.size(), 16u);
+  EXPECT_EQ(many.args[1].fields.size(), 2u);
+  EXPECT_EQ(many.args[1].fields[0].value, 116);
+  // What Emitter makes of it: an elementwise kernel over a broadcast of a transposed view
+  // declares its sizes from one vector argument.
+  NodePtr x = ir::MakeBuffer(nullptr, DType::f32, {3, 5, 7});
+  NodePtr y = ir::MakeBuffer(nullptr, DType::f32, {7, 5, 3});
+  InputMap inputs = {{x.get(), Param(0)}, {y.get(), Param(1)}};
+  NodePtr sum = Ok(ir::MakeBinary(Op::kAdd, x, Ok(ir::MakePermute(y, {2, 1, 0}))));
+  Target target;
+  const KernelSpec spec =
+      EmitElementwise(*sum, BufferRef{BufferRef::Kind::kOutput, 0}, inputs, target);
+  EXPECT_TRUE(Has(spec.source, " lc_i0) {\n")) << spec.source;
+  int packs = 0;
+  for (const KernelArgSpec& a : spec.args) {
+    EXPECT_NE(a.kind, KernelArgSpec::Kind::kInt32);
+    EXPECT_NE(a.kind, KernelArgSpec::Kind::kInt64);
+    packs += a.kind == KernelArgSpec::Kind::kPack ? 1 : 0;
+  }
+  EXPECT_EQ(packs, 1);
 }
 
 }  // namespace
