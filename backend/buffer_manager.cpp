@@ -90,11 +90,18 @@ void BufferManager::FreeOldestPooled() {
   LAZYCL_CHECK(!bin.empty() && bin.front() == pooled_.begin(), "pool bin %zu out of order",
                oldest.bytes);
   bin.erase(bin.begin());
-  if (bin.empty()) pool_.erase(oldest.bytes);
-  pooled_.pop_front();
+  Unpool(pooled_.begin());
   memory_->Free(oldest.handle);
   pool_bytes_ -= static_cast<int64_t>(oldest.bytes);
   base::metrics::Add("DevicePoolBytes", -static_cast<int64_t>(oldest.bytes));
+}
+
+void BufferManager::Unpool(std::list<Pooled>::iterator it) {
+  if (spare_.size() < kSpareNodes) {
+    spare_.splice(spare_.begin(), pooled_, it);
+  } else {
+    pooled_.erase(it);
+  }
 }
 
 absl::Status BufferManager::MakeRoom(int64_t bytes) {
@@ -156,11 +163,10 @@ absl::Status BufferManager::Allocate(Entry& entry) {
   // A 0-byte buffer still gets a handle from the memory, but costs nothing: it is never
   // counted, pooled or limited.
   const size_t storage = device_ ? PoolBinBytes(entry.bytes) : entry.bytes;
-  if (auto it = pool_.find(storage); storage > 0 && it != pool_.end()) {
+  if (auto it = pool_.find(storage); storage > 0 && it != pool_.end() && !it->second.empty()) {
     entry.handle = it->second.back()->handle;
-    pooled_.erase(it->second.back());
+    Unpool(it->second.back());
     it->second.pop_back();
-    if (it->second.empty()) pool_.erase(it);
     pool_bytes_ -= static_cast<int64_t>(storage);
     base::metrics::Add("DevicePoolBytes", -static_cast<int64_t>(storage));
   } else {
@@ -185,7 +191,12 @@ void BufferManager::Free(Entry& entry, bool to_pool) {
     while (limits_.pool_limit >= 0 && pool_bytes_ + storage > limits_.pool_limit) {
       FreeOldestPooled();
     }
-    pooled_.push_back({entry.storage_bytes, entry.handle});
+    if (spare_.empty()) {
+      pooled_.push_back({entry.storage_bytes, entry.handle});
+    } else {
+      spare_.front() = {entry.storage_bytes, entry.handle};
+      pooled_.splice(pooled_.end(), spare_, spare_.begin());
+    }
     pool_[entry.storage_bytes].push_back(std::prev(pooled_.end()));
     pool_bytes_ += storage;
     base::metrics::Add("DevicePoolBytes", storage);

@@ -182,7 +182,15 @@ class BufferManager {
     MemoryHandle handle;
   };
   std::list<Pooled> pooled_;
+  // A bin emptied by reuse stays, its vector's room kept (PoolBinBytes makes 8 sizes a power of
+  // two: a few hundred bins at most).
   absl::flat_hash_map<size_t, std::vector<std::list<Pooled>::iterator>> pool_;
+  // Nodes of `pooled_` no longer in it, spliced back in by the next pooling, so that pooling and
+  // reuse allocate nothing (a node and a bin's vector were 112 mallocs of the char-LM `for`-loop
+  // sampling token); at most kSpareNodes.
+  static constexpr size_t kSpareNodes = 256;
+  std::list<Pooled> spare_;
+  void Unpool(std::list<Pooled>::iterator it);
   int64_t live_bytes_ = 0;
   int64_t peak_bytes_ = 0;
   int64_t pool_bytes_ = 0;

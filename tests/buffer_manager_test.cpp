@@ -356,6 +356,47 @@ TEST(BufferManagerPoolTest, BoundFreesOldestPooledFirst) {
   EXPECT_EQ(buffers.pool_bytes(), 0);
 }
 
+// Reuse empties bins and keeps their list nodes aside (backend/buffer_manager.h: pooling and
+// reuse allocate nothing); storage pooled again on those nodes is still freed oldest first, and
+// a bin emptied before serves its newest again.
+TEST(BufferManagerPoolTest, PoolingAgainAfterReuseKeepsTheOrder) {
+  auto owned = std::make_unique<TightMemory>();
+  TightMemory& memory = *owned;
+  BufferManager buffers(std::move(owned), BufferLimits{.pool_limit = 3 * 1024});
+  auto make = [&](size_t bytes) {
+    const BufferId id = buffers.Declare(bytes, "b");
+    EXPECT_TRUE(buffers.PrepareWrite(id).ok());
+    return id;
+  };
+  const BufferId a = make(1024), b = make(768);
+  const MemoryHandle ha = buffers.Handle(a), hb = buffers.Handle(b);
+  buffers.Release(a);
+  buffers.Release(b);
+  const BufferId a2 = make(1024), b2 = make(768);  // both bins emptied by reuse
+  EXPECT_EQ(buffers.Handle(a2), ha);
+  EXPECT_EQ(buffers.Handle(b2), hb);
+  EXPECT_EQ(buffers.pool_bytes(), 0);
+  const BufferId c = make(1024), d = make(1024);
+  const MemoryHandle hd = buffers.Handle(d);
+  // Pooled again the other way round: 768 is now the oldest, then 1024, 1024 and 1024.
+  buffers.Release(b2);
+  buffers.Release(a2);
+  buffers.Release(c);
+  EXPECT_EQ(memory.frees, 0);
+  EXPECT_EQ(buffers.pool_bytes(), 768 + 1024 + 1024);
+  buffers.Release(d);  // over the bound: the 768 goes, the oldest
+  EXPECT_EQ(memory.frees, 1);
+  EXPECT_EQ(buffers.pool_bytes(), 3 * 1024);
+  const BufferId e = make(768);  // its bin is empty: new storage, the pool as it was
+  EXPECT_EQ(buffers.pool_bytes(), 3 * 1024);
+  const BufferId f = make(1024);
+  EXPECT_EQ(buffers.Handle(f), hd);  // its bin's newest
+  EXPECT_EQ(buffers.pool_bytes(), 2 * 1024);
+  for (BufferId id : {e, f}) buffers.Release(id);
+  buffers.TrimPool();
+  EXPECT_EQ(buffers.pool_bytes(), 0);
+}
+
 TEST(BufferManagerPoolTest, ZeroBoundPoolsNothing) {
   auto owned = std::make_unique<TightMemory>();
   TightMemory& memory = *owned;
