@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/check.h"
 
 namespace lazycl::kernels {
@@ -29,11 +32,15 @@ PackedParams PackIntegerParams(const std::vector<std::string>& decls,
                                const std::vector<KernelArgSpec>& args) {
   LAZYCL_CHECK(decls.size() == args.size(), "codegen: %zu parameters for %zu arguments",
                decls.size(), args.size());
+  // The integers in order, kMostPerVector to a vector; each field 64 bits (the executor passes a
+  // kPack's fields as longs: a narrow one's value converts back exactly where it is declared).
+  std::vector<size_t> ints;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (IsInteger(args[i])) ints.push_back(i);
+  }
   PackedParams out;
-  const size_t integers = static_cast<size_t>(std::count_if(args.begin(), args.end(), IsInteger));
-  if (integers < 2) {
-    for (size_t i = 0; i < decls.size(); ++i)
-      absl::StrAppend(&out.params, i == 0 ? "" : ",\n    ", decls[i]);
+  if (ints.size() < 2) {
+    out.params = absl::StrJoin(decls, ",\n    ");
     out.args = args;
     return out;
   }
@@ -43,12 +50,6 @@ PackedParams PackIntegerParams(const std::vector<std::string>& decls,
       params.push_back(decls[i]);
       out.args.push_back(args[i]);
     }
-  }
-  // The integers in order, kMostPerVector to a vector; each field 64 bits (the executor passes a
-  // kPack's fields as longs: a narrow one's value converts back exactly where it is declared).
-  std::vector<size_t> ints;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (IsInteger(args[i])) ints.push_back(i);
   }
   for (size_t v = 0, done = 0; done < ints.size(); ++v) {
     const size_t count = std::min(kMostPerVector, ints.size() - done);
@@ -72,8 +73,7 @@ PackedParams PackIntegerParams(const std::vector<std::string>& decls,
     out.args.push_back(std::move(pack));
     done += count;
   }
-  for (size_t i = 0; i < params.size(); ++i)
-    absl::StrAppend(&out.params, i == 0 ? "" : ",\n    ", params[i]);
+  out.params = absl::StrJoin(params, ",\n    ");
   return out;
 }
 

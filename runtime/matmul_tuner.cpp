@@ -536,8 +536,10 @@ absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string
       if (std::find(candidates.begin(), candidates.end(), b) == candidates.end()) evaluate(b);
     }
   }
-  // Every candidate of that width (all of them when not probing).
-  paired_rounds(width, probe_widths ? DefaultBlocking(WithWidth(simd, width)) : candidates[0], 5);
+  // Every candidate of that width (all of them when not probing), against the incumbent.
+  const MatmulBlocking incumbent =
+      probe_widths ? DefaultBlocking(WithWidth(simd, width)) : candidates[0];
+  paired_rounds(width, incumbent, 5);
   // The chosen width's default is the incumbent: when it was the first candidate's, a narrower
   // width's candidates had only to beat each other, and a first-use tune under AVX2 code kept
   // a 2-row blocking 2% ahead of the 6-row default in its score, with which the MLP training
@@ -546,9 +548,7 @@ absl::StatusOr<TuneResult> TuneMatmul(backend::Device& device, const std::string
   // probe's rounds, against another reference, and one of them once won here over the chosen
   // width's (vw=8 at 112 GFLOP/s in the probe against vw=16 at 96 in the later rounds, a noisy
   // 2-core VM in CI).
-  const CandidateResult* best =
-      PickBlocking(result.candidates,
-                   probe_widths ? DefaultBlocking(WithWidth(simd, width)) : candidates[0], width);
+  const CandidateResult* best = PickBlocking(result.candidates, incumbent, width);
   if (best != nullptr) result.best = best->blocking;
   if (best == nullptr) {
     std::string why;
