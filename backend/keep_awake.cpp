@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <system_error>
 
 #if defined(__linux__)
 #include <sched.h>
 #endif
 
+#include "backend/cpu_affinity.h"
 #include "backend/cpu_pause.h"
 
 namespace lazycl::backend {
@@ -33,8 +35,8 @@ bool LowerToIdlePriority() {
 
 }  // namespace
 
-KeepAwake::KeepAwake(int threads, int64_t linger_ns)
-    : threads_wanted_(threads), linger_ns_(linger_ns) {}
+KeepAwake::KeepAwake(int threads, int64_t linger_ns, bool pin)
+    : threads_wanted_(threads), linger_ns_(linger_ns), pin_(pin) {}
 
 KeepAwake::~KeepAwake() {
   {
@@ -47,6 +49,11 @@ KeepAwake::~KeepAwake() {
 }
 
 int KeepAwake::Threads() const { return running_.load(); }
+
+std::vector<int> KeepAwake::PinnedCpus() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pinned_;
+}
 
 void KeepAwake::Touch() { SpinFor(linger_ns_); }
 
@@ -71,17 +78,20 @@ void KeepAwake::Start() {
     // A process at its thread limit gets fewer spinners (Threads() says how many), never an
     // exception out of the launch that touched this: spinning only saves wake-up latency.
     try {
-      threads_.emplace_back([this] { Run(); });
+      threads_.emplace_back([this, i] { Run(i); });
     } catch (const std::system_error&) {
       break;
     }
   }
 }
 
-void KeepAwake::Run() {
+void KeepAwake::Run(int index) {
   if (!LowerToIdlePriority()) return;  // at normal priority it would take the workers' cores
-  running_.fetch_add(1);
+  const std::optional<int> cpu =
+      pin_ ? PinCallingThread(AllowedCpus(), index) : std::optional<int>();
   std::unique_lock<std::mutex> lock(mu_);
+  if (cpu.has_value()) pinned_.push_back(*cpu);
+  running_.fetch_add(1);
   while (!stop_) {
     sleeping_.fetch_add(1);
     wake_.wait(lock, [this] { return stop_ || deadline_ns_.load() > NowNs(); });

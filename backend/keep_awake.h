@@ -9,7 +9,8 @@
 
 namespace lazycl::backend {
 
-// Keeps a CPU OpenCL device's cores from going idle between its kernels.
+// Keeps a CPU OpenCL device's cores from going idle between its kernels. Off unless
+// LAZYCL_KEEP_AWAKE_US turns it on (base/settings.h says what it cost and saved).
 //
 // PoCL's worker threads sleep on a condition variable whenever their queue is empty: between two
 // kernels, and while the host builds the next graph. A core with nothing to run halts, and in a
@@ -25,11 +26,15 @@ namespace lazycl::backend {
 // kind, rounds alternating: a scalar read 0.094 -> 0.064 ms, the MLP forward 37.9 -> 33.5 ms, a
 // char-LM sampling token 2.70 -> 2.32 ms.
 //
+// With `pin`, thread i runs on the i-th CPU the process may use only (backend/cpu_affinity.h):
+// left free, the scheduler put both spinners on one core of a 2-core VM, beside both PoCL
+// workers, and the other core halted whenever the host waited.
+//
 // Linux only (SCHED_IDLE); elsewhere, or where the priority cannot be set, no thread spins; where
 // the process cannot create more threads, fewer spin.
 class KeepAwake {
  public:
-  KeepAwake(int threads, int64_t linger_ns);
+  KeepAwake(int threads, int64_t linger_ns, bool pin = false);
   ~KeepAwake();  // stops the threads and joins them
   KeepAwake(const KeepAwake&) = delete;
   KeepAwake& operator=(const KeepAwake&) = delete;
@@ -53,14 +58,17 @@ class KeepAwake {
   // and how many of them are spinning now (tests).
   int Threads() const;
   int Spinning() const { return spinning_.load(); }
+  // The CPU each running thread was pinned to, in no order (tests); empty without `pin`.
+  std::vector<int> PinnedCpus() const;
 
  private:
   void SpinFor(int64_t ns);  // sets the deadline to `ns` from now (shortens it, too)
   void Start();
-  void Run();
+  void Run(int index);
 
   const int threads_wanted_;
   const int64_t linger_ns_;
+  const bool pin_;
   std::once_flag started_;
   std::atomic<int64_t> deadline_ns_{0};
   std::atomic<int> sleeping_{0};
@@ -68,7 +76,8 @@ class KeepAwake {
   std::atomic<int> running_{0};  // threads that set their priority and run the loop
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  bool stop_ = false;  // under mu_
+  bool stop_ = false;        // under mu_
+  std::vector<int> pinned_;  // under mu_
   std::vector<std::thread> threads_;
 };
 

@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "backend/buffer_manager.h"
 #include "backend/cl.h"
 #include "backend/cl_error.h"
+#include "backend/cpu_affinity.h"
 #include "backend/device.h"
 #include "backend/keep_awake.h"
 #include "backend/mapping_budget.h"
@@ -34,7 +36,7 @@ struct Discovery {
   std::vector<std::vector<cl::Device>> devices;
 };
 
-absl::StatusOr<Discovery> Discover() {
+absl::StatusOr<Discovery> Query() {
   Discovery found;
   cl_int err = cl::Platform::get(&found.platforms);
   if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && found.platforms.empty())) {
@@ -62,6 +64,18 @@ absl::StatusOr<Discovery> Discover() {
     found.devices.push_back(std::move(devices));
   }
   return found;
+}
+
+// The first query starts PoCL's worker threads, pinned where
+// `pin_threads` says so (backend/cpu_affinity.h); later ones find them running.
+absl::StatusOr<Discovery> Discover(bool pin_threads) {
+  static std::once_flag first_query;
+  std::optional<absl::StatusOr<Discovery>> first;
+  std::call_once(first_query, [&] {
+    const ScopedPoclAffinity affinity(pin_threads);
+    first = Query();
+  });
+  return first.has_value() ? *std::move(first) : Query();
 }
 
 }  // namespace
@@ -149,7 +163,8 @@ Device::~Device() {
 }
 
 absl::StatusOr<std::vector<PlatformDesc>> Device::Enumerate() {
-  absl::StatusOr<Discovery> found = Discover();
+  const absl::StatusOr<base::Settings>& settings = base::ProcessSettings();
+  absl::StatusOr<Discovery> found = Discover(!settings.ok() || settings->pin_threads);
   if (!found.ok()) return found.status();
   return std::move(found->descs);
 }
@@ -190,7 +205,7 @@ __kernel void lazycl_load_compiler(__global float* p, __local float* t) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& settings, int index) {
-  absl::StatusOr<Discovery> found = Discover();
+  absl::StatusOr<Discovery> found = Discover(settings.pin_threads);
   if (!found.ok()) return found.status();
   absl::StatusOr<std::vector<DeviceChoice>> choices = SelectDevices(found->descs, settings);
   if (!choices.ok()) return choices.status();
@@ -231,8 +246,8 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& setti
       static_cast<int64_t>(impl->device.getInfo<CL_DEVICE_GLOBAL_MEM_CACHELINE_SIZE>());
 
   if (info.type == base::DeviceType::kCpu && settings.keep_awake_us > 0) {
-    impl->keep_awake =
-        std::make_unique<KeepAwake>(info.compute_units, settings.keep_awake_us * 1000);
+    impl->keep_awake = std::make_unique<KeepAwake>(
+        info.compute_units, settings.keep_awake_us * 1000, settings.pin_threads);
   }
   cl_int err = CL_SUCCESS;
   impl->context = cl::Context(impl->device, nullptr, nullptr, nullptr, &err);

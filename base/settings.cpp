@@ -136,6 +136,11 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
     }
   }
 
+  if (auto v = Get(lookup, "LAZYCL_PIN_THREADS")) {
+    if (*v != "0" && *v != "1") return Malformed("LAZYCL_PIN_THREADS", *v, "0 or 1");
+    settings.pin_threads = *v == "1";
+  }
+
   if (auto v = Get(lookup, "LAZYCL_DEBUG")) {
     int level = 0;
     if (!absl::SimpleAtoi(*v, &level) || level < 0 || level > 3) {

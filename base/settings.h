@@ -32,9 +32,15 @@ inline constexpr int64_t kDefaultConstantCacheBytes = int64_t{16} << 20;  // 16 
 // built op by op (~600 nodes) is one graph, 45 kernels a token instead of 55 (at 512) and
 // 10-15% less host time.
 inline constexpr int64_t kDefaultMaxPendingNodes = 1024;
-// How long a CPU device's cores are kept awake after the last launch (backend/keep_awake.h):
-// longer than the host's work between a sampling loop's tokens (~0.5-0.8 ms on a 2-core EPYC).
-inline constexpr int64_t kDefaultKeepAwakeUs = 5000;
+// How long a CPU device's cores are kept awake after the last launch (backend/keep_awake.h): off
+// by default. With PoCL's workers pinned (LAZYCL_PIN_THREADS), the spinners slowed the loops
+// they were meant to speed up: a [1024, 1024] product in a loop kept its 11.3 ms kernel, but the
+// gap from one kernel's end to the next one's start grew from ~0.2 to ~2 ms with them (2-core
+// Zen 4 EPYC VM, LAZYCL_PROFILE). Over 10 rotated rounds of `lazycl-bench models` there, turning
+// them off won 8-10 of 10 rounds on A^T B and A B^T at 1024 and `swiglu_small`, and lost 8 of 10
+// on `scalar_read_ms` (0.024 -> 0.045 ms, median); the other rows moved within the VM's noise.
+// 5000 (5 ms) is the value that served latency-bound loops (a `loss.item()` every few kernels).
+inline constexpr int64_t kDefaultKeepAwakeUs = 0;
 // How long a host thread that reads a result polls for it before it sleeps
 // (backend/event_wait.h): longer than a small read takes from its enqueue (~10-20 us on PoCL).
 inline constexpr int64_t kDefaultHostSpinUs = 50;
@@ -62,11 +68,14 @@ struct Settings {
   // computed at once (the automatic cut), from 16 to 2^20.
   int64_t max_pending_nodes = kDefaultMaxPendingNodes;
   // LAZYCL_KEEP_AWAKE_US: on a CPU device, idle-priority threads keep its cores awake for this
-  // long after each launch (backend/keep_awake.h); 0 turns them off. 0 to 10^6.
+  // long after each launch (backend/keep_awake.h); 0 (the default) turns them off. 0 to 10^6.
   int64_t keep_awake_us = kDefaultKeepAwakeUs;
   // LAZYCL_HOST_SPIN_US: a thread that reads a result from a device polls for it this long
   // before it sleeps (backend/event_wait.h); 0 sleeps at once. 0 to 10^6.
   int64_t host_spin_us = kDefaultHostSpinUs;
+  // LAZYCL_PIN_THREADS: on a CPU device whose process may run on every online CPU, PoCL's worker
+  // i and keep-awake thread i run on CPU i only (backend/cpu_affinity.h). 0 or 1.
+  bool pin_threads = true;
   int debug = 0;         // LAZYCL_DEBUG: 0..3
   bool profile = false;  // LAZYCL_PROFILE: 0 or 1; 1 times every kernel, prints a table at exit
   std::string dump_dir;  // LAZYCL_DUMP_DIR: "" = no dumps

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -92,23 +93,26 @@ TEST(KeepAwake, ZeroThreadsOrZeroLingerStartsNothing) {
   EXPECT_EQ(still.Threads(), 0);
 }
 
-TEST(KeepAwake, ACpuDeviceKeepsItsCoresAwakeUnlessTurnedOff) {
-  std::unique_ptr<Device> on = test::OpenDeviceWith({});
+TEST(KeepAwake, ACpuDeviceKeepsItsCoresAwakeWhenTurnedOn) {
+  std::unique_ptr<Device> on = test::OpenDeviceWith({{"LAZYCL_KEEP_AWAKE_US", "5000"}});
   ASSERT_NE(on, nullptr);
   if (on->info().type != base::DeviceType::kCpu) GTEST_SKIP() << "not a CPU device";
   EXPECT_EQ(on->KeepAwakeThreads(), 0) << "nothing launched yet";
   ASSERT_TRUE(on->Finish().ok());  // a wait touches it too
   EXPECT_TRUE(Eventually([&] { return on->KeepAwakeThreads() == on->info().compute_units; }))
       << on->KeepAwakeThreads() << " of " << on->info().compute_units;
-  std::unique_ptr<Device> off = test::OpenDeviceWith({{"LAZYCL_KEEP_AWAKE_US", "0"}});
-  ASSERT_NE(off, nullptr);
-  ASSERT_TRUE(off->Finish().ok());
-  std::this_thread::sleep_for(10ms);
-  EXPECT_EQ(off->KeepAwakeThreads(), 0);
+  for (auto env : {std::map<std::string, std::string>{{"LAZYCL_KEEP_AWAKE_US", "0"}},
+                   std::map<std::string, std::string>{}}) {  // off by default
+    std::unique_ptr<Device> off = test::OpenDeviceWith(env);
+    ASSERT_NE(off, nullptr);
+    ASSERT_TRUE(off->Finish().ok());
+    std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(off->KeepAwakeThreads(), 0) << env.size();
+  }
 }
 
 TEST(KeepAwake, AReadsWaitTellsTheSpinnersToo) {
-  std::unique_ptr<Device> device = test::OpenDeviceWith({});
+  std::unique_ptr<Device> device = test::OpenDeviceWith({{"LAZYCL_KEEP_AWAKE_US", "5000"}});
   ASSERT_NE(device, nullptr);
   if (device->info().type != base::DeviceType::kCpu) GTEST_SKIP() << "not a CPU device";
   std::vector<float> data = {1, 2, 3, 4};

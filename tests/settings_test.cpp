@@ -165,6 +165,9 @@ TEST(SettingsTest, CacheBounds) {
   EXPECT_EQ(defaults.host_spin_us, base::kDefaultHostSpinUs);
   EXPECT_EQ(Parse({{"LAZYCL_HOST_SPIN_US", "0"}})->host_spin_us, 0);
   EXPECT_EQ(Parse({{"LAZYCL_HOST_SPIN_US", "1000000"}})->host_spin_us, 1000000);
+  EXPECT_TRUE(defaults.pin_threads);
+  EXPECT_FALSE(Parse({{"LAZYCL_PIN_THREADS", "0"}})->pin_threads);
+  EXPECT_TRUE(Parse({{"LAZYCL_PIN_THREADS", "1"}})->pin_threads);
   for (auto [name, bad] :
        {std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "0"},
         std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "lots"},
@@ -177,7 +180,8 @@ TEST(SettingsTest, CacheBounds) {
         std::pair{"LAZYCL_MAX_PENDING_NODES", "many"}, std::pair{"LAZYCL_KEEP_AWAKE_US", "-1"},
         std::pair{"LAZYCL_KEEP_AWAKE_US", "1000001"}, std::pair{"LAZYCL_KEEP_AWAKE_US", "5ms"},
         std::pair{"LAZYCL_HOST_SPIN_US", "-5"}, std::pair{"LAZYCL_HOST_SPIN_US", "2000000"},
-        std::pair{"LAZYCL_HOST_SPIN_US", "50us"}}) {
+        std::pair{"LAZYCL_HOST_SPIN_US", "50us"}, std::pair{"LAZYCL_PIN_THREADS", "yes"},
+        std::pair{"LAZYCL_PIN_THREADS", "2"}}) {
     absl::StatusOr<base::Settings> s = Parse({{name, bad}});
     ASSERT_FALSE(s.ok()) << name << "=" << bad;
     EXPECT_NE(Message(s.status()).find(name), std::string::npos) << Message(s.status());
