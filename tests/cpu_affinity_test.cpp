@@ -1,18 +1,11 @@
 #include "backend/cpu_affinity.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <functional>
-#include <iterator>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,58 +14,15 @@
 #include "backend/keep_awake.h"
 #include "backend_test_util.h"
 #include "gtest/gtest.h"
+#include "proc_threads.h"
 
 namespace lazycl::backend {
 namespace {
 
-using namespace std::chrono_literals;
-
-// The CPUs thread `tid` of this process may run on, from sched_getaffinity.
-std::vector<int> CpusOf(pid_t tid) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(tid, sizeof(set), &set) != 0) return cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  }
-  return cpus;
-}
-
-struct ThreadInfo {
-  pid_t tid = 0;
-  int policy = -1;  // /proc/self/task/<tid>/stat field 41: 0 SCHED_OTHER, 5 SCHED_IDLE
-  std::vector<int> cpus;
-};
-
-std::vector<ThreadInfo> Threads() {
-  std::vector<ThreadInfo> threads;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
-    ThreadInfo info;
-    info.tid = static_cast<pid_t>(std::atoi(entry.path().filename().c_str()));
-    std::ifstream in(entry.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t close = stat.rfind(')');  // the name may hold spaces
-    if (close == std::string::npos) continue;
-    std::istringstream fields(stat.substr(close + 2));
-    std::string field;
-    for (int i = 3; i <= 41 && fields >> field; ++i) {
-      if (i == 41) info.policy = std::atoi(field.c_str());
-    }
-    info.cpus = CpusOf(info.tid);
-    threads.push_back(std::move(info));
-  }
-  return threads;
-}
-
-bool Eventually(const std::function<bool()>& done) {
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return done();
-}
+using test::CpusOf;
+using test::Eventually;
+using test::ProcThreads;
+using test::ThreadInfo;
 
 TEST(CpuAffinity, AllowedCpusAreThisProcesssMask) {
   const std::vector<int> allowed = AllowedCpus();
@@ -141,7 +91,7 @@ TEST(CpuAffinity, PinnedSpinnersRunOnePerCpu) {
   std::sort(cpus.begin(), cpus.end());
   EXPECT_EQ(cpus, (std::vector<int>{allowed[0], allowed[1]}));
   int idle_on_one = 0;
-  for (const ThreadInfo& t : Threads()) {
+  for (const ThreadInfo& t : ProcThreads()) {
     if (t.policy == 5 && t.cpus.size() == 1) ++idle_on_one;
   }
   EXPECT_GE(idle_on_one, 2) << "idle-priority threads pinned to one CPU";
@@ -158,7 +108,7 @@ TEST(CpuAffinity, PinnedSpinnersRunOnePerCpu) {
 TEST(CpuAffinity, PoclWorkersArePinnedOnePerCpu) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "one CPU";
   if (!EveryOnlineCpuAllowed()) GTEST_SKIP() << "confined to some CPUs: nothing is pinned";
-  std::vector<ThreadInfo> before = Threads();
+  std::vector<ThreadInfo> before = ProcThreads();
   std::unique_ptr<Device> device = test::OpenDeviceWith({{"LAZYCL_KEEP_AWAKE_US", "0"}});
   ASSERT_NE(device, nullptr);
   if (device->info().platform_name.find("Portable Computing Language") == std::string::npos ||
@@ -168,13 +118,13 @@ TEST(CpuAffinity, PoclWorkersArePinnedOnePerCpu) {
   std::set<pid_t> old;
   for (const ThreadInfo& t : before) old.insert(t.tid);
   std::set<int> worker_cpus;
-  for (const ThreadInfo& t : Threads()) {
+  for (const ThreadInfo& t : ProcThreads()) {
     if (old.count(t.tid) == 0 && t.policy == 0 && t.cpus.size() == 1) worker_cpus.insert(t.cpus[0]);
   }
   std::set<int> want;
   for (int i = 0; i < device->info().compute_units; ++i) want.insert(i);
   std::string all;
-  for (const ThreadInfo& t : Threads()) {
+  for (const ThreadInfo& t : ProcThreads()) {
     all += " " + std::to_string(t.tid) + (old.count(t.tid) ? "(old)" : "") + ":p" +
            std::to_string(t.policy) + ":" + std::to_string(t.cpus.size());
   }

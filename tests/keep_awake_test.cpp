@@ -2,12 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <functional>
-#include <iterator>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,39 +10,19 @@
 #include "backend/device.h"
 #include "backend_test_util.h"
 #include "gtest/gtest.h"
+#include "proc_threads.h"
 
 namespace lazycl::backend {
 namespace {
 
 using namespace std::chrono_literals;
 
-// Polls `done` for up to 10 s (a loaded CI machine may not run an idle-priority thread for a
-// while: that is what idle priority means).
-bool Eventually(const std::function<bool()>& done) {
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return done();
-}
+using test::Eventually;
 
-// The scheduling policy of every thread of this process that is not the caller, from
-// /proc/self/task/<tid>/stat (field 41); SCHED_IDLE is 5.
+// Threads of this process other than the caller with scheduling policy `policy` (SCHED_IDLE: 5).
 int CountThreadsWithPolicy(int policy) {
   int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream in(entry.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t close = stat.rfind(')');  // the name may hold spaces
-    if (close == std::string::npos) continue;
-    std::istringstream fields(stat.substr(close + 2));
-    std::string field;
-    // Fields from 3 (state) on; policy is field 41.
-    for (int i = 3; i <= 41 && fields >> field; ++i) {
-      if (i == 41 && std::atoi(field.c_str()) == policy) ++count;
-    }
-  }
+  for (const test::ThreadInfo& t : test::ProcThreads()) count += t.policy == policy ? 1 : 0;
   return count;
 }
 
