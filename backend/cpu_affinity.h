@@ -5,21 +5,22 @@
 
 // Where a CPU device's threads run: PoCL's workers, one per core, and KeepAwake's spinners.
 //
-// Left to the kernel's scheduler, they pile up. On a 2-core Zen 4 EPYC VM (Linux 6.18, PoCL 3.1)
-// `perf sched timehist` of the scalar-read row showed both PoCL workers and both spinners on
+// Left to the kernel's scheduler, they piled up. On a 2-core Zen 4 EPYC VM (Linux 6.18, PoCL
+// 3.1) `perf sched timehist` of the scalar-read row showed both PoCL workers and both spinners on
 // CPU 0, taking turns, while the host thread had CPU 1 to itself and halted it whenever it
-// waited; a process that started that way stayed so: [640, 128] x [128, 352] ran at 95-100
-// GFLOP/s in 5 of 6 processes against 180-190 in the rest (numpy 200 in the same minutes), and
-// with the workers pinned (PoCL's POCL_AFFINITY) at 144-184 in every one. A waking thread looks
-// for an idle core only while the cores look partly idle, and idle-priority spinners make them
-// look busy; a core that goes idle for less than the scheduler's migration cost pulls nothing.
+// waited. A process that started that way stayed so: [640, 128] x [128, 352] ran at 95-100
+// GFLOP/s in 5 of 6 processes against 180-190 in the sixth (numpy 200 in the same minutes), and
+// with the workers pinned (PoCL's POCL_AFFINITY) at 144-184 in every one. Why the scheduler
+// leaves them there is its own business (idle-priority spinners make a core look busy to a
+// waking thread's search for an idle one, and a core idle for less than the migration cost
+// pulls no work: likely, not measured here).
 //
-// So, where the process may run on every online CPU: PoCL's workers are pinned (worker i to CPU
+// So, where the process may run on every online CPU, PoCL's workers are pinned (worker i to CPU
 // i, as POCL_AFFINITY=1 does; PoCL reads it when it starts its workers, during the first
 // platform and device query) and, where LAZYCL_KEEP_AWAKE_US turns them on, spinner i to CPU i.
-// The host threads are left free. Where the process
-// is confined to some CPUs (taskset, a cpuset), nothing is pinned: PoCL's pinning names CPUs
-// by absolute index, and its workers would stop the process on a CPU it may not use.
+// The host threads are left free. Where the process is confined to some CPUs (taskset, a
+// cpuset), nothing is pinned: PoCL names CPUs by absolute index and treats a failed
+// pthread_setaffinity_np as fatal.
 namespace lazycl::backend {
 
 // The CPUs this process may run on, in increasing order; empty where that cannot be read
