@@ -66,8 +66,8 @@ absl::StatusOr<Discovery> Query() {
   return found;
 }
 
-// The first query starts PoCL's worker threads, pinned where
-// `pin_threads` says so (backend/cpu_affinity.h); later ones find them running.
+// The first query starts PoCL's worker threads, pinned where `pin_threads` says so
+// (backend/cpu_affinity.h); later ones find them running.
 absl::StatusOr<Discovery> Discover(bool pin_threads) {
   static std::once_flag first_query;
   std::optional<absl::StatusOr<Discovery>> first;

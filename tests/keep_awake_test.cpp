@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 
 using test::Eventually;
 
-// Threads of this process other than the caller with scheduling policy `policy` (SCHED_IDLE: 5).
+// Threads of this process (the caller too) with scheduling policy `policy` (SCHED_IDLE: 5).
 int CountThreadsWithPolicy(int policy) {
   int count = 0;
   for (const test::ThreadInfo& t : test::ProcThreads()) count += t.policy == policy ? 1 : 0;
