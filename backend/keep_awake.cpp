@@ -99,9 +99,13 @@ void KeepAwake::Run(int index) {
     if (stop_) break;
     lock.unlock();
     spinning_.fetch_add(1);
-    // The clock is read every 32 pauses (~1 us): the loop's only memory traffic.
+    // The clock is read every 32 pauses (~1 us): the loop's only memory traffic. Each round
+    // ends in a yield, so that a thread woken onto this core (a PoCL worker, the host) runs at
+    // once: a loop that never enters the kernel is preempted only when an interrupt comes, and
+    // without the yield it held the core up to a scheduler tick (header).
     while (deadline_ns_.load(std::memory_order_relaxed) > NowNs()) {
       for (int i = 0; i < 32; ++i) CpuPause();
+      std::this_thread::yield();
     }
     spinning_.fetch_sub(1);
     lock.lock();

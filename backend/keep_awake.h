@@ -26,6 +26,13 @@ namespace lazycl::backend {
 // kind, rounds alternating: a scalar read 0.094 -> 0.064 ms, the MLP forward 37.9 -> 33.5 ms, a
 // char-LM sampling token 2.70 -> 2.32 ms.
 //
+// Each round of the spin ends in a yield. Without it, a thread woken onto a spinner's core
+// waited for the spinner up to a scheduler tick, as if its preemption came only with the next
+// interrupt: a [1024, 1024] product in a loop on a 2-core Zen 4 EPYC VM (Linux 6.18,
+// PREEMPT_NONE, HZ 250; `LAZYCL_PROFILE`'s "idle between launches") had 1.6-2.3 ms from one
+// kernel's end to the next one's start with the spinners on, against 0.16-0.23 ms with them off;
+// with the yield, 0.18-0.22 ms (three processes each).
+//
 // With `pin`, thread i runs on the i-th CPU the process may use only (backend/cpu_affinity.h):
 // left free, the scheduler put both spinners on one core of a 2-core VM, beside both PoCL
 // workers, and the other core halted whenever the host waited.
@@ -49,8 +56,9 @@ class KeepAwake {
   // chained relu([256, 1024] x [1024, 1024] + b), one graph, took 10.4-12.6 ms (median 11.9)
   // with the spinners on through the whole wait (5 ms linger from its start) and 10.1-11.4 ms
   // (median 10.4) with them on for its first 1 ms (8 alternating processes, each the median of
-  // 30 runs). Why is the kernel scheduler's business, not visible from here; a brief spin keeps
-  // what the spinners are for, a quick wake at the end of a short wait (a read, a sampled token).
+  // 30 runs), measured before the spin loop yielded (above), which is the likely cause; a brief
+  // spin keeps what the spinners are for, a quick wake at the end of a short wait (a read, a
+  // sampled token).
   void Waiting();
   static constexpr int64_t kBriefNs = 1'000'000;
 

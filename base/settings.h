@@ -39,6 +39,9 @@ inline constexpr int64_t kDefaultMaxPendingNodes = 1024;
 // Zen 4 EPYC VM, LAZYCL_PROFILE). Over 10 rotated rounds of `lazycl-bench models` there, turning
 // them off won 8-10 of 10 rounds on A^T B and A B^T at 1024 and `swiglu_small`, and lost 8 of 10
 // on `scalar_read_ms` (0.024 -> 0.045 ms, median); the other rows moved within the VM's noise.
+// Since the spin loop yields (keep_awake.h), the gaps are as short with them as without; over 10
+// more rotated rounds, 5000 against 0 won no row clearly (`scalar_read_ms` 0.95x in 4 of 10,
+// the traced sampling token 0.83x in 2 of 10, matmul rows 1.00-1.05x), so they stay off.
 // 5000 (5 ms) is the value that served latency-bound loops (a `loss.item()` every few kernels).
 inline constexpr int64_t kDefaultKeepAwakeUs = 0;
 // How long a host thread that reads a result polls for it before it sleeps
