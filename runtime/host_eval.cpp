@@ -350,20 +350,24 @@ std::vector<T> EvalMatmul(const Node& node, const std::vector<T>& a, const std::
   int64_t batches = 1;
   for (size_t d = 0; d + 2 < rank; ++d) batches *= a_shape[d];
 
+  // A row of C at a time, k outermost within it: each row of B is read in order, and every
+  // element's sum still adds its products in k order, so the results are those of the dot
+  // products one by one (the loop before this, which walked B's columns: 2.7 GFLOP/s at
+  // [640, 128] x [128, 352] and 1.4 at 512^3 on a Zen 4 EPYC VM).
   std::vector<T> out(ir::NumElements(node.shape));
+  std::vector<Accumulator<T>> acc(static_cast<size_t>(n_size));
   for (int64_t batch = 0; batch < batches; ++batch) {
     const T* a_batch = a.data() + batch * m_size * k_size;
     const T* b_batch = b.data() + batch * k_size * n_size;
     T* out_batch = out.data() + batch * m_size * n_size;
     for (int64_t m = 0; m < m_size; ++m) {
-      for (int64_t n = 0; n < n_size; ++n) {
-        Accumulator<T> acc = 0;
-        for (int64_t k = 0; k < k_size; ++k) {
-          acc += static_cast<Accumulator<T>>(a_batch[m * k_size + k]) *
-                 static_cast<Accumulator<T>>(b_batch[k * n_size + n]);
-        }
-        out_batch[m * n_size + n] = static_cast<T>(acc);
+      std::fill(acc.begin(), acc.end(), Accumulator<T>{0});
+      for (int64_t k = 0; k < k_size; ++k) {
+        const auto x = static_cast<Accumulator<T>>(a_batch[m * k_size + k]);
+        const T* b_row = b_batch + k * n_size;
+        for (int64_t n = 0; n < n_size; ++n) acc[n] += x * static_cast<Accumulator<T>>(b_row[n]);
       }
+      for (int64_t n = 0; n < n_size; ++n) out_batch[m * n_size + n] = static_cast<T>(acc[n]);
     }
   }
   return out;

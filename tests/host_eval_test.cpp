@@ -421,6 +421,39 @@ TEST(HostEvalTest, MatmulF32AccumulatesInDouble) {
   EXPECT_EQ(Eval<float>(c), (std::vector<float>{1}));
 }
 
+// Each element is its dot product summed in double in k order and rounded once, whatever order
+// the evaluator walks the operands in: bit for bit, on random inputs whose sizes are not
+// multiples of anything, batched.
+TEST(HostEvalTest, MatmulIsEachDotProductInDoubleRoundedOnce) {
+  constexpr int64_t kBatches = 3, kM = 5, kK = 37, kN = 11;
+  std::vector<float> a(kBatches * kM * kK), b(kBatches * kK * kN);
+  uint64_t state = 12345;
+  auto next = [&] {  // splitmix64's finaliser over a counter: values in [-1, 1)
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return static_cast<float>(static_cast<double>((z ^ (z >> 31)) >> 40) / (1 << 23) - 1.0);
+  };
+  for (float& x : a) x = next();
+  for (float& x : b) x = next();
+  NodePtr c = Ok(ir::MakeMatmul(Host(a, {kBatches, kM, kK}), Host(b, {kBatches, kK, kN})));
+  const std::vector<float> got = Eval<float>(c);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kBatches * kM * kN));
+  for (int64_t s = 0; s < kBatches; ++s) {
+    for (int64_t i = 0; i < kM; ++i) {
+      for (int64_t j = 0; j < kN; ++j) {
+        double dot = 0;
+        for (int64_t k = 0; k < kK; ++k) {
+          dot += static_cast<double>(a[(s * kM + i) * kK + k]) *
+                 static_cast<double>(b[(s * kK + k) * kN + j]);
+        }
+        EXPECT_EQ(got[(s * kM + i) * kN + j], static_cast<float>(dot))
+            << "batch " << s << " row " << i << " column " << j;
+      }
+    }
+  }
+}
+
 TEST(HostEvalTest, MatmulIntegersWrap) {
   NodePtr c =
       Ok(ir::MakeMatmul(Host<int32_t>({65536, 7}, {1, 2}), Host<int32_t>({65536, 1}, {2, 1})));
