@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -427,15 +428,10 @@ TEST(HostEvalTest, MatmulF32AccumulatesInDouble) {
 TEST(HostEvalTest, MatmulIsEachDotProductInDoubleRoundedOnce) {
   constexpr int64_t kBatches = 3, kM = 5, kK = 37, kN = 11;
   std::vector<float> a(kBatches * kM * kK), b(kBatches * kK * kN);
-  uint64_t state = 12345;
-  auto next = [&] {  // splitmix64's finaliser over a counter: values in [-1, 1)
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return static_cast<float>(static_cast<double>((z ^ (z >> 31)) >> 40) / (1 << 23) - 1.0);
-  };
-  for (float& x : a) x = next();
-  for (float& x : b) x = next();
+  std::mt19937 rng(12345);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& x : a) x = u(rng);
+  for (float& x : b) x = u(rng);
   NodePtr c = Ok(ir::MakeMatmul(Host(a, {kBatches, kM, kK}), Host(b, {kBatches, kK, kN})));
   const std::vector<float> got = Eval<float>(c);
   ASSERT_EQ(got.size(), static_cast<size_t>(kBatches * kM * kN));
