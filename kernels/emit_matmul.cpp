@@ -203,6 +203,9 @@ KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const 
     // A^T the pass depth halves until it does, down to 64. A tuned deeper panel or more rows per
     // work-item (the tuner times A B only) would otherwise read A^T in place: 2048^3 A^T B at
     // 8 x 16, kb 512, 126 rows, 118 GFLOP/s against 150 packed at kb 256 (AVX2 code on a Zen 4).
+    // With 252 rows that leaves kb 128; a cap letting it be 256 (320 KiB) made 1024^3 A^T B
+    // 10% slower, one leaving 64 (128 KiB) 7% (medians of 10 rounds alternating, AVX2 code on a
+    // 2-core Zen 4 EPYC VM).
     auto pack_fits = [&](int64_t depth) {
       const int64_t bytes = depth * (rows + nr) * 4;
       return bytes <= kMatmulPackBytes &&
