@@ -298,6 +298,8 @@ Totals RunInParts(const Options& o) {
 // lacks and printed one frame), then takes the signal's default action. lazycl_fuzz_gpu died of
 // SIGSEGV in two fresh-clone CI runs (cold caches, ctest -j2) that no local run reproduced, and
 // said nothing of where. Under a sanitizer its own report says more, so its handler stays.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define LAZYCL_FUZZ_CRASH_STACK 1
 void OnFatalSignal(int sig) {
   static constexpr char kHead[] = "lazycl-fuzz: fatal signal; the stack of the thread it hit:\n";
   (void)!write(STDERR_FILENO, kHead, sizeof kHead - 1);
@@ -306,9 +308,10 @@ void OnFatalSignal(int sig) {
   signal(sig, SIG_DFL);
   raise(sig);
 }
+#endif
 
 void InstallCrashStack() {
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#ifdef LAZYCL_FUZZ_CRASH_STACK
   void* warm[1];
   (void)backtrace(warm, 1);  // loads the unwinder now, not inside the handler
   struct sigaction action = {};
