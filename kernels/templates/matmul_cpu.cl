@@ -64,8 +64,8 @@
 // (the argument after `mb`), each pass over all of them, so its rows of A for that pass are read
 // from L2 by every panel after the first (1024^3 +4%, 2048^3 +11% on a Zen 4 EPYC). With
 // LC_APACK also defined (A^T: its rows contiguous, a_sm == 1, its k a_sk apart), each pass first
-// copies those rows into local memory, k by k ([KB][LC_APACK], LC_APACK = the most rows),
-// which all its panels then read: in place, each k of a block is a line a_sk floats from the
+// copies those rows into local memory, k by k, in MR-row slivers ([LC_APACK / MR][KB][MR],
+// LC_APACK = the most rows), which all its panels then read: in place, each k of a block is a line a_sk floats from the
 // last (8 KiB at M = 2048), a new page in the same few cache sets for every k, fetched from L3
 // once per panel and block half (2048^3 A^T B 120 -> 181 GFLOP/s there). Copying a row-major
 // A was slower than reading it in place. Not with groups or a dual product.
@@ -278,13 +278,17 @@ __kernel void matmul_cpu(__global const float* restrict A, __global const float*
     __global const float* bk = B + k0 * b_sk;
 #ifdef LC_APACK
     // Each k's rows of A are a run of `mb` floats a_sk apart from the last k's (a new page at
-    // a_sk = 1024): the runs 8 k ahead are fetched while this one is copied. A run is copied
-    // whole, LC_VW floats at a time, to row k of the pack (LC_APACK floats long); rows past M,
-    // up to the last block's end, are zeros. Copied block by block into [mb / MR][KB][MR] before,
-    // a scalar load and store a float, A^T B took 14-25% longer than A B; with this, 1024^3
-    // A^T B 121 -> 129 and 2048^3 128 -> 139 GFLOP/s (best of 8 batches, medians of 3 rounds
-    // alternating, AVX2 code on a 2-core Zen 4 EPYC VM; that block layout copied a vector at a
-    // time measured the same as this one).
+    // a_sk = 1024): the runs 8 k ahead are fetched while this one is copied. A run is cut into
+    // MR-row pieces, each stored at row k of its block's sliver ([KB][MR]; rows past M, up to
+    // the last block's end, are zeros), so that a block's FMA loop reads its A^T as one
+    // contiguous run of KB * MR floats. Stored instead as rows of the pack ([KB][LC_APACK]),
+    // every k of a block read a line of its own, LC_APACK floats from the last: 16 KiB of lines
+    // for 6 KiB of values a block at kb 256, beside a 16 KiB panel in a 32 KiB L1. On a 2-core
+    // Zen 3 EPYC VM (AVX2, no AVX-512) the slivers took 1024^3 A^T B from 99-107 to 113-131
+    // GFLOP/s (best of 15 each, 4 rounds alternating run by run) and 2048^3 from 92-127 to
+    // 103-117 (3 of 4 rounds faster); [1024, 256]^T x [256, 1024] (the MLP's weight gradient)
+    // unchanged. On a Zen 4 with AVX2 code the two layouts had measured the same, and the rows
+    // layout had replaced slivers copied a float at a time, 14-25% slower than A B there.
     const long run = m_end - m_begin;
     const long run_blocks = (run + MR - 1) / MR * MR;
     for (long k = 0; k < kn; ++k) {
@@ -292,11 +296,16 @@ __kernel void matmul_cpu(__global const float* restrict A, __global const float*
       if (k + 8 < kn) {
         for (long r = 0; r < run; r += 16) LC_PREFETCH(src + 8 * a_sk + r);
       }
-      __local float* dst = apack + k * LC_APACK;
+      __local float* dst = apack + k * MR;
       long r = 0;
-      for (; r + LC_VW <= run; r += LC_VW) LC_LSTORE(LC_GLOAD(0, src + r), 0, dst + r);
-      for (; r < run; ++r) dst[r] = src[r];
-      for (; r < run_blocks; ++r) dst[r] = 0.0f;
+      for (; r + MR <= run; r += MR) {
+        __local float* d = dst + r * KB;
+        for (int i = 0; i < MR; ++i) d[i] = src[r + i];
+      }
+      if (r < run_blocks) {
+        __local float* d = dst + r * KB;
+        for (int i = 0; i < MR; ++i) d[i] = r + i < run ? src[r + i] : 0.0f;
+      }
     }
 #endif
 #ifdef LC_PANELS
@@ -455,11 +464,11 @@ __kernel void matmul_cpu(__global const float* restrict A, __global const float*
       }
 #ifdef LC_APACK
       else {
-        __local const float* ap = apack + (m0 - m_begin);
-#define LC_ROW_FMA_PACKED(i)                        \
-  {                                                 \
-    const LC_FV x = (LC_FV)(ap[k * LC_APACK + i]); \
-    LC_VECS(LC_FMA, i)                              \
+        __local const float* ap = apack + (m0 - m_begin) * KB;
+#define LC_ROW_FMA_PACKED(i)                 \
+  {                                          \
+    const LC_FV x = (LC_FV)(ap[k * MR + i]); \
+    LC_VECS(LC_FMA, i)                       \
   }
         for (long k = 0; k < kn; ++k) {
           LC_VECS(LC_LOAD_B, 0)
