@@ -284,11 +284,11 @@ __kernel void matmul_cpu(__global const float* restrict A, __global const float*
     // contiguous run of KB * MR floats. Stored instead as rows of the pack ([KB][LC_APACK]),
     // every k of a block read a line of its own, LC_APACK floats from the last: 16 KiB of lines
     // for 6 KiB of values a block at kb 256, beside a 16 KiB panel in a 32 KiB L1. On a 2-core
-    // Zen 3 EPYC VM (AVX2, no AVX-512) the slivers took 1024^3 A^T B from 99-107 to 113-131
-    // GFLOP/s (best of 15 each, 4 rounds alternating run by run) and 2048^3 from 92-127 to
-    // 103-117 (3 of 4 rounds faster); [1024, 256]^T x [256, 1024] (the MLP's weight gradient)
-    // unchanged. On a Zen 4 with AVX2 code the two layouts had measured the same, and the rows
-    // layout had replaced slivers copied a float at a time, 14-25% slower than A B there.
+    // Zen 3 EPYC VM (AVX2, no AVX-512), best of 15 runs each, alternating run by run against a
+    // build of the rows layout, 6 rounds: 1024^3 A^T B 1.04x, 2048^3 1.07x, [1024, 256]^T x
+    // [256, 1024] (the MLP's weight gradient) 1.05x (geometric means; rounds 0.91-1.21x). On a
+    // Zen 4 with AVX2 code the two layouts had measured the same, and the rows layout had
+    // replaced slivers copied a float at a time, 14-25% slower than A B there.
     const long run = m_end - m_begin;
     const long run_blocks = (run + MR - 1) / MR * MR;
     for (long k = 0; k < kn; ++k) {
