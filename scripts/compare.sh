@@ -73,8 +73,8 @@ if [ "$INTERLEAVE" = row ]; then
   echo "== listing the rows (one untimed lazycl pass, --repeat 1)"
   build/release/bench/lazycl-bench models --json "$OUT/list.json" --repeat 1 \
     ${ONLY:+--only "$ONLY"} "$@" >/dev/null
-  python3 -c 'import json, sys; print("\n".join(r["name"] for r in json.load(open(sys.argv[1]))["results"]))' \
-    "$OUT/list.json" >"$OUT/rows"
+  python3 -c 'import json, sys
+for r in json.load(open(sys.argv[1]))["results"]: print(r["name"])' "$OUT/list.json" >"$OUT/rows"
   for r in $(seq 1 "$ROUNDS"); do
     echo "== round $r of $ROUNDS, row by row: $(wc -l <"$OUT/rows") rows"
     i=0
