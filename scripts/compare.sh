@@ -52,14 +52,14 @@ if [ ! -x build/peers-venv/bin/python ] || ! build/peers-venv/bin/python -c 'imp
   build/peers-venv/bin/pip install -q jax numpy
 fi
 rm -rf "$OUT"
-mkdir -p "$OUT/parts"
+mkdir -p "$OUT"
 # Merges the one-row files $1-*.json (in row order, as listed in $OUT/rows) into $1.json.
 merge_rows() {
   python3 - "$1" "$OUT/rows" <<'PY'
 import json, sys
 prefix, rows = sys.argv[1], open(sys.argv[2]).read().split()
 doc = None
-for i, _ in enumerate(rows):
+for i in range(len(rows)):
     with open(f"{prefix}-{i}.json") as f:
         part = json.load(f)
     if doc is None:
@@ -70,6 +70,7 @@ with open(f"{prefix}.json", "w") as f:
 PY
 }
 if [ "$INTERLEAVE" = row ]; then
+  mkdir -p "$OUT/parts"
   echo "== listing the rows (one untimed lazycl pass, --repeat 1)"
   build/release/bench/lazycl-bench models --json "$OUT/list.json" --repeat 1 \
     ${ONLY:+--only "$ONLY"} "$@" >/dev/null
