@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "backend/cl_error.h"
 #include "backend/disk_cache_trim.h"
+#include "backend/file_slot_lock.h"
 #include "base/check.h"
 #include "base/fault.h"
 #include "base/metrics_registry.h"
@@ -356,9 +358,9 @@ std::optional<ProgramCache::Entry> ProgramCache::ReadCacheEntry(const std::strin
   return entry;
 }
 
-ProgramCache::Program* ProgramCache::LoadProgram(const std::string& path, const Entry& entry,
-                                                 std::string_view options,
-                                                 const std::string& hash) {
+std::optional<cl::Program> ProgramCache::LoadBinary(const std::string& path, const Entry& entry,
+                                                    std::string_view options,
+                                                    const std::string& hash) {
   std::error_code ec;
   const std::string marker = path + ".loading";
   const auto start = std::chrono::steady_clock::now();
@@ -366,7 +368,7 @@ ProgramCache::Program* ProgramCache::LoadProgram(const std::string& path, const 
   if (mark == LoadMark::kDeadLoader) {
     std::filesystem::remove(marker, ec);
     Reject(entry.path, "a process died while loading it");
-    return nullptr;
+    return std::nullopt;
   }
   cl::Program::Binaries binaries{
       std::vector<unsigned char>(entry.payload.begin(), entry.payload.end())};
@@ -387,7 +389,7 @@ ProgramCache::Program* ProgramCache::LoadProgram(const std::string& path, const 
   if (mark == LoadMark::kMarked) std::filesystem::remove(marker, ec);
   if (err != CL_SUCCESS) {
     Reject(entry.path, ClErrorName(err));
-    return nullptr;
+    return std::nullopt;
   }
   base::metrics::Add("ProgramDiskCacheHits", 1);
   TouchDiskCacheEntry(path);
@@ -396,8 +398,16 @@ ProgramCache::Program* ProgramCache::LoadProgram(const std::string& path, const 
     std::fprintf(stderr, "lazycl: loaded program %s from disk cache in %.1f ms\n", hash.c_str(),
                  MsSince(start));
   }
+  return loaded;
+}
+
+ProgramCache::Program* ProgramCache::LoadProgram(const std::string& path, const Entry& entry,
+                                                 std::string_view options,
+                                                 const std::string& hash) {
+  std::optional<cl::Program> loaded = LoadBinary(path, entry, options, hash);
+  if (!loaded.has_value()) return nullptr;
   auto program = std::make_unique<Program>();
-  program->program = std::move(loaded);
+  program->program = *std::move(loaded);
   program->hash = hash;
   Program* raw = program.get();
   programs_[hash] = std::move(program);
@@ -516,6 +526,47 @@ void ProgramCache::TrimDisk() {
   }
 }
 
+std::string ProgramCache::BuildLockPath() const {
+  return cache_dir_.empty() ? "" : absl::StrCat(cache_dir_, "/build.lock");
+}
+
+absl::StatusOr<cl::Program> ProgramCache::BuildOrLoadUnlocked(
+    std::string_view source, std::string_view options, const std::string& key,
+    const std::string& hash, std::span<const ProgramSource> group) {
+  const std::string path = CachePath(source, options);
+  FileSlotLock build_lock;
+  if (!path.empty()) {
+    // Other processes sharing the cache build the same program only one at a time: the slot is
+    // the hash's first three hex digits, so unrelated builds rarely wait for each other.
+    std::error_code ec;
+    std::filesystem::create_directories(cache_dir_, ec);
+    uint64_t slot = 0;
+    std::from_chars(hash.data(), hash.data() + std::min<size_t>(hash.size(), 3), slot, 16);
+    build_lock = FileSlotLock::Acquire(BuildLockPath(), slot);
+    // A process that held the slot before us may have built this very program: load it.
+    if (std::optional<Entry> entry = ReadCacheEntry(path);
+        entry.has_value() && !entry->alias && entry->key == key) {
+      if (std::optional<cl::Program> loaded = LoadBinary(path, *entry, options, hash)) {
+        return *std::move(loaded);
+      }
+    }
+  }
+  absl::StatusOr<Built> built = BuildFromSource(source, options, hash);
+  if (!built.ok()) return built.status();
+  if (!path.empty()) {
+    const bool saved = SaveToDisk(
+        path, key,
+        identity_.binary == CachedBinary::kCompiledObject ? built->object : built->executable);
+    // Each member's own entry names the bundle, so a later process finds it from any member.
+    for (size_t i = 0; saved && group.size() > 1 && i < group.size(); ++i) {
+      WriteEntry(CachePath(group[i].source, group[i].options), kAliasMagic,
+                 KeyText(group[i].source, group[i].options), hash);
+    }
+    if (saved) TrimDisk();
+  }
+  return built->executable;
+}
+
 absl::Status ProgramCache::BuildLocked(std::unique_lock<std::mutex>& lock,
                                        std::span<const ProgramSource> group,
                                        std::span<const std::string> member_keys) {
@@ -547,27 +598,13 @@ absl::Status ProgramCache::BuildLocked(std::unique_lock<std::mutex>& lock,
     // the fused program builds in the background; runtime/tiering.h).
     building_.insert(hash);
     lock.unlock();
-    absl::StatusOr<Built> built = BuildFromSource(source, options, hash);
-    if (built.ok()) {
-      const std::string path = CachePath(source, options);
-      if (!path.empty()) {
-        const bool saved = SaveToDisk(
-            path, key,
-            identity_.binary == CachedBinary::kCompiledObject ? built->object : built->executable);
-        // Each member's own entry names the bundle, so a later process finds it from any member.
-        for (size_t i = 0; saved && bundle && i < group.size(); ++i) {
-          WriteEntry(CachePath(group[i].source, group[i].options), kAliasMagic,
-                     KeyText(group[i].source, group[i].options), hash);
-        }
-        if (saved) TrimDisk();
-      }
-    }
+    absl::StatusOr<cl::Program> executable = BuildOrLoadUnlocked(source, options, key, hash, group);
     lock.lock();
     building_.erase(hash);
     built_cv_.notify_all();
-    if (!built.ok()) return built.status();
+    if (!executable.ok()) return executable.status();
     auto entry = std::make_unique<Program>();
-    entry->program = built->executable;
+    entry->program = *std::move(executable);
     entry->hash = hash;
     program = entry.get();
     programs_[hash] = std::move(entry);

@@ -224,11 +224,24 @@ class ProgramCache {
   };
   absl::StatusOr<Built> BuildFromSource(std::string_view source, std::string_view options,
                                         const std::string& hash);
+  // Without mu_ held: the executable program of `source` (a bundle of `group` when it has more
+  // than one member), built and saved to the disk cache under the cross-process build lock of
+  // its hash, or loaded from the disk cache when another process saved it while this one waited
+  // for that lock.
+  absl::StatusOr<cl::Program> BuildOrLoadUnlocked(std::string_view source, std::string_view options,
+                                                  const std::string& key, const std::string& hash,
+                                                  std::span<const ProgramSource> group);
+  // The file whose slots are the build locks (file_slot_lock.h); "" without a disk cache.
+  std::string BuildLockPath() const;
   // Links the compiled object `object` into an executable for device_.
   absl::StatusOr<cl::Program> Link(const cl::Program& object, const std::string& hash);
 
   std::optional<Entry> ReadCacheEntry(const std::string& path);
   void Reject(const std::string& path, std::string_view why);
+  // The executable program of a read entry; nullopt when it does not load (the entry is then
+  // deleted). Touches no member of the cache but the disk, so mu_ need not be held.
+  std::optional<cl::Program> LoadBinary(const std::string& path, const Entry& entry,
+                                        std::string_view options, const std::string& hash);
   // The program of a read entry, added to programs_ under `hash`; nullptr when it does not load.
   Program* LoadProgram(const std::string& path, const Entry& entry, std::string_view options,
                        const std::string& hash);

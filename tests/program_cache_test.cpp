@@ -1,5 +1,6 @@
 #include "backend/program_cache.h"
 
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -14,8 +15,11 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "backend/device.h"
 #include "backend_test_util.h"
 #include "base/settings.h"
@@ -50,11 +54,15 @@ class ProgramCacheTest : public ::testing::Test {
     return test::OpenDeviceWith({{"LAZYCL_KERNEL_CACHE_DIR", cache_dir}});
   }
 
+  // The files the cache wrote, but for build.lock (the cross-process build locks), which any
+  // build creates and which holds no data.
   std::vector<fs::path> CacheFiles() const {
     std::vector<fs::path> files;
     std::error_code ec;
     for (const auto& entry : fs::recursive_directory_iterator(dir_, ec)) {
-      if (entry.is_regular_file()) files.push_back(entry.path());
+      if (entry.is_regular_file() && entry.path().filename() != "build.lock") {
+        files.push_back(entry.path());
+      }
     }
     return files;
   }
@@ -273,6 +281,83 @@ TEST_F(ProgramCacheEntryTest, MarkerOfALiveLoaderStillLoads) {
   EXPECT_EQ(C("ProgramDiskCacheHits"), 1);
   EXPECT_EQ(C("ProgramBuilds"), 0);
   EXPECT_TRUE(fs::exists(marker));  // not ours to remove
+}
+
+// One of the two processes of TwoProcessesBuildEachProgramOnce (a fresh process of this binary,
+// not a fork: PoCL's threads do not survive a fork). Skipped when run directly.
+TEST(ProgramCacheChild, BuildSharedPrograms) {
+  const char* dir = std::getenv("LAZYCL_SHARED_BUILD_DIR");
+  const char* id = std::getenv("LAZYCL_SHARED_BUILD_ID");
+  const char* token = std::getenv("LAZYCL_SHARED_BUILD_TOKEN");
+  if (dir == nullptr || id == nullptr || token == nullptr)
+    GTEST_SKIP() << "a child of another test";
+  const std::string base(dir);
+  std::unique_ptr<Device> device =
+      test::OpenDeviceWith({{"LAZYCL_KERNEL_CACHE_DIR", base + "/cache"}});
+  ASSERT_NE(device, nullptr);
+  { std::ofstream(base + "/ready." + id) << "ready"; }
+  // Both processes start building at once: the parent says go when both are ready.
+  for (int i = 0; i < 60000 && !fs::exists(base + "/go"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(fs::exists(base + "/go"));
+  lazycl::metrics::reset();
+  for (int i = 0; i < 6; ++i) {
+    const std::string tag = absl::StrCat("shared_", token, "_", i);
+    auto kernel = device->GetKernel(Source(tag), "", "scale_" + tag);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+  }
+  std::ofstream(base + "/counts." + id) << C("ProgramBuilds") << " " << C("ProgramDiskCacheHits");
+}
+
+// Two processes that share a disk cache and need the same programs at the same moment build
+// each of them once between them: the one that waited for the build lock loads what the other
+// saved. (Before the lock, both compiled every program, and PoCL 3.1, whose cache they also
+// share, could crash one of them while the other rewrote the program's files: lazycl_fuzz_cpu
+// died of SIGSEGV in readdir under ctest -j2.)
+TEST_F(ProgramCacheTest, TwoProcessesBuildEachProgramOnce) {
+  const std::string token =
+      absl::StrCat(getpid(), "_", std::chrono::steady_clock::now().time_since_epoch().count());
+  std::vector<pid_t> children;
+  for (const char* id : {"0", "1"}) {
+    const std::string dir_env = "LAZYCL_SHARED_BUILD_DIR=" + dir_;
+    const std::string id_env = std::string("LAZYCL_SHARED_BUILD_ID=") + id;
+    const std::string token_env = "LAZYCL_SHARED_BUILD_TOKEN=" + token;
+    std::vector<char*> envp;
+    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+    envp.push_back(const_cast<char*>(dir_env.c_str()));
+    envp.push_back(const_cast<char*>(id_env.c_str()));
+    envp.push_back(const_cast<char*>(token_env.c_str()));
+    envp.push_back(nullptr);
+    char self[] = "/proc/self/exe";
+    char filter[] = "--gtest_filter=ProgramCacheChild.BuildSharedPrograms";
+    char* argv[] = {self, filter, nullptr};
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()), 0);
+    children.push_back(pid);
+  }
+  for (int i = 0; i < 60000 && !(fs::exists(dir_ + "/ready.0") && fs::exists(dir_ + "/ready.1"));
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  { std::ofstream(dir_ + "/go") << "go"; }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child " << pid;
+  }
+  int64_t builds = 0;
+  int64_t hits = 0;
+  for (const char* id : {"0", "1"}) {
+    std::ifstream in(dir_ + "/counts." + id);
+    int64_t b = -1;
+    int64_t h = -1;
+    ASSERT_TRUE(in >> b >> h) << "child " << id << " reported no counts";
+    builds += b;
+    hits += h;
+  }
+  EXPECT_EQ(builds, 6) << "programs built by the two processes together";
+  EXPECT_EQ(hits, 6) << "programs loaded from the disk cache by the two processes together";
 }
 
 TEST_F(ProgramCacheTest, BuildErrorCarriesLogAndSource) {
