@@ -207,7 +207,7 @@ KernelSpec Emit(const Node& root, BufferRef out, const StridedOperand& a, const 
     // 10% slower, one leaving 64 (128 KiB) 7% (medians of 10 rounds alternating, AVX2 code on a
     // 2-core Zen 4 EPYC VM).
     auto pack_fits = [&](int64_t depth) {
-      const int64_t bytes = depth * (rows + nr) * 4;
+      const int64_t bytes = depth * (rows + nr) * 4 + (rows + mr - 1) / mr * 64;  // + padding
       return bytes <= kMatmulPackBytes &&
              (target.local_mem_bytes <= 0 || bytes <= target.local_mem_bytes);
     };
