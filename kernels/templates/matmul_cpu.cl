@@ -65,11 +65,11 @@
 // from L2 by every panel after the first (1024^3 +4%, 2048^3 +11% on a Zen 4 EPYC). With
 // LC_APACK also defined (A^T: its rows contiguous, a_sm == 1, its k a_sk apart), each pass first
 // copies those rows into local memory, k by k, in MR-row slivers ([LC_APACK / MR][KB][MR], each
-// padded by a line; LC_APACK = the most rows), which all its panels then read: in place, each k of a block is a
-// line a_sk floats from the last (8 KiB at M = 2048), a new page in the same few cache sets for
-// every k, fetched from L3 once per panel and block half (2048^3 A^T B 120 -> 181 GFLOP/s
-// there). Copying a row-major A was slower than reading it in place. Not with groups or a dual
-// product.
+// padded by a line; LC_APACK = the most rows), which all its panels then read: in place, each k
+// of a block is a line a_sk floats from the last (8 KiB at M = 2048), a new page in the same few
+// cache sets for every k, fetched from L3 once per panel and block half (2048^3 A^T B 120 -> 181
+// GFLOP/s there). Copying a row-major A was slower than reading it in place. Not with groups or
+// a dual product.
 #ifdef LC_PANELS
 #define LC_PANELS_FIELDS , np
 #else
