@@ -2,7 +2,9 @@
 
 // Helpers shared by the backend tests: settings and devices from explicit variables, so the
 // tests never depend on the caller's LAZYCL_* environment.
+#include <spawn.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -26,6 +28,23 @@ inline absl::StatusOr<base::Settings> SettingsFrom(const std::map<std::string, s
     if (it == env.end()) return std::nullopt;
     return it->second;
   });
+}
+
+// Starts this test binary again, running only the tests `gtest_filter` names, with `env`
+// ("NAME=value" each) added to this process's environment: a fresh process, not a fork (PoCL's
+// threads do not survive a fork). The child's pid, or -1 after a test failure.
+inline pid_t SpawnSelf(const std::string& gtest_filter, const std::vector<std::string>& env) {
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  for (const std::string& entry : env) envp.push_back(const_cast<char*>(entry.c_str()));
+  envp.push_back(nullptr);
+  std::string self = "/proc/self/exe";
+  std::string filter = "--gtest_filter=" + gtest_filter;
+  char* argv[] = {self.data(), filter.data(), nullptr};
+  pid_t pid = 0;
+  const int error = posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, envp.data());
+  EXPECT_EQ(error, 0) << "posix_spawn of " << filter;
+  return error == 0 ? pid : -1;
 }
 
 // A device opened with SettingsFrom(env); nullptr, after a test failure, when it cannot be.

@@ -2,7 +2,6 @@
 // entries used longest ago, the in-memory program cache (LAZYCL_PROGRAM_CACHE_SIZE) releases
 // programs, the graph cache (LAZYCL_GRAPH_CACHE_SIZE) drops plans; evicted entries rebuild and
 // give the same results; two processes filling one bounded disk cache at once stay correct.
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -192,18 +191,10 @@ TEST_F(CacheBoundsTest, TwoProcessesFillingOneBoundedCacheStayCorrect) {
   const std::string cache = dir_ + "/shared";
   std::vector<pid_t> children;
   for (const char* first : {"0", "3"}) {
-    const std::string dir_env = "LAZYCL_CACHE_BOUNDS_DIR=" + cache;
-    const std::string first_env = std::string("LAZYCL_CACHE_BOUNDS_FIRST=") + first;
-    std::vector<char*> envp;
-    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
-    envp.push_back(const_cast<char*>(dir_env.c_str()));
-    envp.push_back(const_cast<char*>(first_env.c_str()));
-    envp.push_back(nullptr);
-    char self[] = "/proc/self/exe";
-    char filter[] = "--gtest_filter=CacheBoundsChild.FillSharedCache";
-    char* argv[] = {self, filter, nullptr};
-    pid_t pid = 0;
-    ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()), 0);
+    const pid_t pid = test::SpawnSelf(
+        "CacheBoundsChild.FillSharedCache",
+        {"LAZYCL_CACHE_BOUNDS_DIR=" + cache, std::string("LAZYCL_CACHE_BOUNDS_FIRST=") + first});
+    ASSERT_GT(pid, 0);
     children.push_back(pid);
   }
   for (pid_t pid : children) {

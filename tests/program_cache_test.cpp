@@ -1,6 +1,5 @@
 #include "backend/program_cache.h"
 
-#include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -320,20 +319,11 @@ TEST_F(ProgramCacheTest, TwoProcessesBuildEachProgramOnce) {
       absl::StrCat(getpid(), "_", std::chrono::steady_clock::now().time_since_epoch().count());
   std::vector<pid_t> children;
   for (const char* id : {"0", "1"}) {
-    const std::string dir_env = "LAZYCL_SHARED_BUILD_DIR=" + dir_;
-    const std::string id_env = std::string("LAZYCL_SHARED_BUILD_ID=") + id;
-    const std::string token_env = "LAZYCL_SHARED_BUILD_TOKEN=" + token;
-    std::vector<char*> envp;
-    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
-    envp.push_back(const_cast<char*>(dir_env.c_str()));
-    envp.push_back(const_cast<char*>(id_env.c_str()));
-    envp.push_back(const_cast<char*>(token_env.c_str()));
-    envp.push_back(nullptr);
-    char self[] = "/proc/self/exe";
-    char filter[] = "--gtest_filter=ProgramCacheChild.BuildSharedPrograms";
-    char* argv[] = {self, filter, nullptr};
-    pid_t pid = 0;
-    ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()), 0);
+    const pid_t pid = test::SpawnSelf(
+        "ProgramCacheChild.BuildSharedPrograms",
+        {"LAZYCL_SHARED_BUILD_DIR=" + dir_, std::string("LAZYCL_SHARED_BUILD_ID=") + id,
+         "LAZYCL_SHARED_BUILD_TOKEN=" + token});
+    ASSERT_GT(pid, 0);
     children.push_back(pid);
   }
   for (int i = 0; i < 60000 && !(fs::exists(dir_ + "/ready.0") && fs::exists(dir_ + "/ready.1"));
