@@ -206,7 +206,12 @@ std::string ProgramCache::MemberKey(std::string_view source, std::string_view op
 
 std::string ProgramCache::CachePath(std::string_view source, std::string_view options) const {
   if (cache_dir_.empty()) return "";
-  return absl::StrCat(cache_dir_, "/", StableHashHex(KeyText(source, options)), ".bin");
+  return EntryPath(StableHashHex(KeyText(source, options)));
+}
+
+std::string ProgramCache::EntryPath(std::string_view hash) const {
+  if (cache_dir_.empty()) return "";
+  return absl::StrCat(cache_dir_, "/", base::Sv(hash), ".bin");
 }
 
 absl::StatusOr<CachedBinary> CachedBinaryFor(base::KernelCacheBinary setting,
@@ -444,7 +449,7 @@ bool ProgramCache::LoadMemberLocked(const ProgramSource& member, const std::stri
     TouchDiskCacheEntry(path);
     return true;
   }
-  const std::string bundle_path = absl::StrCat(cache_dir_, "/", hash, ".bin");
+  const std::string bundle_path = EntryPath(hash);
   std::optional<Entry> bundle = ReadCacheEntry(bundle_path);
   if (!bundle.has_value()) return false;  // deleted (trimmed): the member is rebuilt
   // The bundle is ours (same identity, its name is its key's hash) and holds this member.
@@ -526,14 +531,10 @@ void ProgramCache::TrimDisk() {
   }
 }
 
-std::string ProgramCache::BuildLockPath() const {
-  return cache_dir_.empty() ? "" : absl::StrCat(cache_dir_, "/build.lock");
-}
-
 absl::StatusOr<cl::Program> ProgramCache::BuildOrLoadUnlocked(
     std::string_view source, std::string_view options, const std::string& key,
     const std::string& hash, std::span<const ProgramSource> group) {
-  const std::string path = CachePath(source, options);
+  const std::string path = EntryPath(hash);  // hash is that of key, KeyText(source, options)
   FileSlotLock build_lock;
   if (!path.empty()) {
     // Other processes sharing the cache build the same program only one at a time: the slot is
@@ -542,7 +543,7 @@ absl::StatusOr<cl::Program> ProgramCache::BuildOrLoadUnlocked(
     std::filesystem::create_directories(cache_dir_, ec);
     uint64_t slot = 0;
     std::from_chars(hash.data(), hash.data() + std::min<size_t>(hash.size(), 3), slot, 16);
-    build_lock = FileSlotLock::Acquire(BuildLockPath(), slot);
+    build_lock = FileSlotLock::Acquire(absl::StrCat(cache_dir_, "/build.lock"), slot);
     // A process that held the slot before us may have built this very program: load it.
     if (std::optional<Entry> entry = ReadCacheEntry(path);
         entry.has_value() && !entry->alias && entry->key == key) {

@@ -174,6 +174,8 @@ class ProgramCache {
 
   // The disk-cache file that holds (source, options) on this device; "" without a disk cache.
   std::string CachePath(std::string_view source, std::string_view options) const;
+  // The disk-cache file of the program whose key hashes to `hash`; "" without a disk cache.
+  std::string EntryPath(std::string_view hash) const;
 
  private:
   struct Program {
@@ -231,8 +233,6 @@ class ProgramCache {
   absl::StatusOr<cl::Program> BuildOrLoadUnlocked(std::string_view source, std::string_view options,
                                                   const std::string& key, const std::string& hash,
                                                   std::span<const ProgramSource> group);
-  // The file whose slots are the build locks (file_slot_lock.h); "" without a disk cache.
-  std::string BuildLockPath() const;
   // Links the compiled object `object` into an executable for device_.
   absl::StatusOr<cl::Program> Link(const cl::Program& object, const std::string& hash);
 
