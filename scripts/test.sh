@@ -47,16 +47,18 @@ run_suite() {  # name, extra cmake args...
 }
 
 # ThreadSanitizer over the concurrency tests only (tests/threads_test.cpp; ir_walk_threads_test,
-# graph walks that mark shared nodes in place; and tiering_test, whose background builder builds
-# programs while the test's thread runs kernels): building every test
+# graph walks that mark shared nodes in place; tiering_test, whose background builder builds
+# programs while the test's thread runs kernels; and event_wait_test, whose waiters share the
+# flags that driver threads raise): building every test
 # under TSan would add far more than the few minutes this pass is meant to cost.
 run_tsan() {
   local dir="build/tsan"
-  echo "== lazycl: $dir (ctest -R 'threads|^tiering_test$')"
+  echo "== lazycl: $dir (ctest -R 'threads|^tiering_test$|^event_wait_test$')"
   cmake -S . -B "$dir" -DLAZYCL_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$sanitizer_flags" -DLAZYCL_SANITIZE=thread -DLAZYCL_BUILD_BENCH=OFF -DLAZYCL_BUILD_EXAMPLES=OFF >/dev/null
-  cmake --build "$dir" -j"$jobs" --target threads_test ir_walk_threads_test tiering_test
-  ctest --test-dir "$dir" --output-on-failure -R 'threads|^tiering_test$'
+  cmake --build "$dir" -j"$jobs" --target threads_test ir_walk_threads_test tiering_test \
+    event_wait_test
+  ctest --test-dir "$dir" --output-on-failure -R 'threads|^tiering_test$|^event_wait_test$'
 }
 
 run_suite release -DCMAKE_BUILD_TYPE=Release
