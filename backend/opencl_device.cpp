@@ -15,6 +15,7 @@
 #include "backend/mapping_budget.h"
 #include "backend/opencl_memory.h"
 #include "backend/program_cache.h"
+#include "backend/thread_policy.h"
 #include "base/fault.h"
 #include "base/metrics_registry.h"
 #include "base/string_view.h"
@@ -67,12 +68,14 @@ absl::StatusOr<Discovery> Query() {
 }
 
 // The first query starts PoCL's worker threads, pinned where `pin_threads` says so
-// (backend/cpu_affinity.h); later ones find them running.
-absl::StatusOr<Discovery> Discover(bool pin_threads) {
+// (backend/cpu_affinity.h) and under SCHED_BATCH where `batch_workers` does
+// (backend/thread_policy.h); later ones find them running.
+absl::StatusOr<Discovery> Discover(bool pin_threads, bool batch_workers) {
   static std::once_flag first_query;
   std::optional<absl::StatusOr<Discovery>> first;
   std::call_once(first_query, [&] {
     const ScopedPoclAffinity affinity(pin_threads);
+    const ScopedBatchPolicy policy(batch_workers);
     first = Query();
   });
   return first.has_value() ? *std::move(first) : Query();
@@ -164,7 +167,8 @@ Device::~Device() {
 
 absl::StatusOr<std::vector<PlatformDesc>> Device::Enumerate() {
   const absl::StatusOr<base::Settings>& settings = base::ProcessSettings();
-  absl::StatusOr<Discovery> found = Discover(!settings.ok() || settings->pin_threads);
+  absl::StatusOr<Discovery> found =
+      Discover(!settings.ok() || settings->pin_threads, !settings.ok() || settings->batch_workers);
   if (!found.ok()) return found.status();
   return std::move(found->descs);
 }
@@ -205,7 +209,7 @@ __kernel void lazycl_load_compiler(__global float* p, __local float* t) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Device>> Device::Open(const base::Settings& settings, int index) {
-  absl::StatusOr<Discovery> found = Discover(settings.pin_threads);
+  absl::StatusOr<Discovery> found = Discover(settings.pin_threads, settings.batch_workers);
   if (!found.ok()) return found.status();
   absl::StatusOr<std::vector<DeviceChoice>> choices = SelectDevices(found->descs, settings);
   if (!choices.ok()) return choices.status();

@@ -140,6 +140,10 @@ absl::StatusOr<Settings> ParseSettings(const EnvLookup& lookup) {
     if (*v != "0" && *v != "1") return Malformed("LAZYCL_PIN_THREADS", *v, "0 or 1");
     settings.pin_threads = *v == "1";
   }
+  if (auto v = Get(lookup, "LAZYCL_BATCH_WORKERS")) {
+    if (*v != "0" && *v != "1") return Malformed("LAZYCL_BATCH_WORKERS", *v, "0 or 1");
+    settings.batch_workers = *v == "1";
+  }
 
   if (auto v = Get(lookup, "LAZYCL_DEBUG")) {
     int level = 0;

@@ -79,6 +79,10 @@ struct Settings {
   // LAZYCL_PIN_THREADS: on a CPU device whose process may run on every online CPU, PoCL's worker
   // i and keep-awake thread i run on CPU i only (backend/cpu_affinity.h). 0 or 1.
   bool pin_threads = true;
+  // LAZYCL_BATCH_WORKERS: on a CPU device, PoCL's workers run under SCHED_BATCH, so that a worker
+  // woken by an enqueue does not preempt the host thread on its CPU (backend/thread_policy.h).
+  // 0 or 1.
+  bool batch_workers = true;
   int debug = 0;         // LAZYCL_DEBUG: 0..3
   bool profile = false;  // LAZYCL_PROFILE: 0 or 1; 1 times every kernel, prints a table at exit
   std::string dump_dir;  // LAZYCL_DUMP_DIR: "" = no dumps

@@ -168,6 +168,9 @@ TEST(SettingsTest, CacheBounds) {
   EXPECT_TRUE(defaults.pin_threads);
   EXPECT_FALSE(Parse({{"LAZYCL_PIN_THREADS", "0"}})->pin_threads);
   EXPECT_TRUE(Parse({{"LAZYCL_PIN_THREADS", "1"}})->pin_threads);
+  EXPECT_TRUE(defaults.batch_workers);
+  EXPECT_FALSE(Parse({{"LAZYCL_BATCH_WORKERS", "0"}})->batch_workers);
+  EXPECT_TRUE(Parse({{"LAZYCL_BATCH_WORKERS", "1"}})->batch_workers);
   for (auto [name, bad] :
        {std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "0"},
         std::pair{"LAZYCL_KERNEL_CACHE_MAX_BYTES", "lots"},
