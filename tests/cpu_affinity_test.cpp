@@ -119,7 +119,12 @@ TEST(CpuAffinity, PoclWorkersArePinnedOnePerCpu) {
   for (const ThreadInfo& t : before) old.insert(t.tid);
   std::set<int> worker_cpus;
   for (const ThreadInfo& t : ProcThreads()) {
-    if (old.count(t.tid) == 0 && t.policy == 0 && t.cpus.size() == 1) worker_cpus.insert(t.cpus[0]);
+    // PoCL's workers: SCHED_BATCH (backend/thread_policy.h), or SCHED_OTHER where a caller
+    // turned that off; never the keep-awake spinners' SCHED_IDLE (5).
+    const bool worker_policy = t.policy == 3 || t.policy == 0;
+    if (old.count(t.tid) == 0 && worker_policy && t.cpus.size() == 1) {
+      worker_cpus.insert(t.cpus[0]);
+    }
   }
   std::set<int> want;
   for (int i = 0; i < device->info().compute_units; ++i) want.insert(i);

@@ -32,7 +32,7 @@ inline std::vector<int> CpusOf(pid_t tid) {
 
 struct ThreadInfo {
   pid_t tid = 0;
-  int policy = -1;  // /proc/self/task/<tid>/stat field 41: 0 SCHED_OTHER, 5 SCHED_IDLE
+  int policy = -1;  // /proc/self/task/<tid>/stat field 41: 0 SCHED_OTHER, 3 BATCH, 5 IDLE
   std::vector<int> cpus;
 };
 

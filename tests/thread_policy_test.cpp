@@ -4,23 +4,20 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <thread>
 
 #include "backend_test_util.h"
 #include "gtest/gtest.h"
+#include "proc_threads.h"
 
 namespace lazycl::backend {
 namespace {
 
-// How many of this process's threads run under SCHED_BATCH, read from /proc/self/task.
+// How many of this process's threads run under SCHED_BATCH.
 int BatchThreads() {
   int batch = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    const pid_t tid = static_cast<pid_t>(std::stol(task.path().filename().string()));
-    if (sched_getscheduler(tid) == SCHED_BATCH) ++batch;
-  }
+  for (const test::ThreadInfo& t : test::ProcThreads()) batch += t.policy == SCHED_BATCH ? 1 : 0;
   return batch;
 }
 
