@@ -184,7 +184,7 @@ TEST(SettingsTest, CacheBounds) {
         std::pair{"LAZYCL_KEEP_AWAKE_US", "1000001"}, std::pair{"LAZYCL_KEEP_AWAKE_US", "5ms"},
         std::pair{"LAZYCL_HOST_SPIN_US", "-5"}, std::pair{"LAZYCL_HOST_SPIN_US", "2000000"},
         std::pair{"LAZYCL_HOST_SPIN_US", "50us"}, std::pair{"LAZYCL_PIN_THREADS", "yes"},
-        std::pair{"LAZYCL_PIN_THREADS", "2"}}) {
+        std::pair{"LAZYCL_PIN_THREADS", "2"}, std::pair{"LAZYCL_BATCH_WORKERS", "yes"}}) {
     absl::StatusOr<base::Settings> s = Parse({{name, bad}});
     ASSERT_FALSE(s.ok()) << name << "=" << bad;
     EXPECT_NE(Message(s.status()).find(name), std::string::npos) << Message(s.status());
