@@ -245,6 +245,8 @@ TEST(MatmulTuneTest, EveryCandidateMatchesTheHost) {
   std::vector<Case> cases = {
       {{1, 1}, {1, 1}},
       {{5, 1}, {1, 9}},                                  // K = 1
+      {{5, 0}, {0, 9}},                                  // K = 0: zeros
+      {{2, 3, 0}, {2, 0, 4}, true, true},                // K = 0, batched and transposed
       {{1, 7}, {7, 1}},                                  // size-1 M and N
       {{37, 70}, {70, 67}, false, false, true},          // no dim a multiple of any block
       {{130, 300}, {300, 45}, false, false, true},       // several row blocks, K past 256
