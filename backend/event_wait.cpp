@@ -62,16 +62,13 @@ void CL_CALLBACK RaiseEnded(cl_event, cl_int, void* token) {
   flag.compare_exchange_strong(expected, taken | kEnded, std::memory_order_acq_rel);
 }
 
-// Whether the event's command has ended, well or badly; false where the status cannot be read
-// (clWaitForEvents then says what is wrong).
-bool PollEnded(cl_event event, bool* unreadable) {
+// Whether polling can stop: the event's command has ended, well or badly, or its status cannot
+// be read (clWaitForEvents then says what is wrong).
+bool StatusSaysStop(cl_event event) {
   cl_int status = CL_QUEUED;
-  if (clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr) !=
-      CL_SUCCESS) {
-    *unreadable = true;
-    return false;
-  }
-  return status <= CL_COMPLETE;
+  return clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
+                        nullptr) != CL_SUCCESS ||
+         status <= CL_COMPLETE;
 }
 
 }  // namespace
@@ -92,12 +89,11 @@ cl_int WaitForEvent(cl_event event, int64_t spin_ns) {
   const auto ask_every =
       slot.has_value() ? std::chrono::microseconds(25) : std::chrono::microseconds(0);
   auto next_ask = start + ask_every;
-  bool unreadable = false;
   while (true) {
     if (slot.has_value() && Ended(*slot)) break;
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_ask) {
-      if (PollEnded(event, &unreadable) || unreadable) break;
+      if (StatusSaysStop(event)) break;
       next_ask = now + ask_every;
     }
     if (now >= until) break;

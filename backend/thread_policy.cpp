@@ -24,12 +24,4 @@ ScopedBatchPolicy::~ScopedBatchPolicy() {
 #endif
 }
 
-bool CallingThreadIsBatch() {
-#if defined(__linux__)
-  return sched_getscheduler(0) == SCHED_BATCH;
-#else
-  return false;
-#endif
-}
-
 }  // namespace lazycl::backend

@@ -35,7 +35,4 @@ class ScopedBatchPolicy {
   bool set_ = false;
 };
 
-// Whether the calling thread runs under SCHED_BATCH (false off Linux): for tests.
-bool CallingThreadIsBatch();
-
 }  // namespace lazycl::backend

@@ -14,6 +14,8 @@
 namespace lazycl::backend {
 namespace {
 
+bool CallingThreadIsBatch() { return sched_getscheduler(0) == SCHED_BATCH; }
+
 // How many of this process's threads run under SCHED_BATCH.
 int BatchThreads() {
   int batch = 0;
